@@ -1,0 +1,46 @@
+# The two commands a fresh machine needs are `make demo` and `make test`; both build .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH := torch==2.13.0
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test test-python test-editors vscode bench bench-quick train clean
+
+setup: $(STAMP)
+
+# Torch is installed first and pinned: an unpinned range would pull a multi-gigabyte CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m dg_lsp.demo
+
+test: test-python test-editors
+
+test-python: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-editors: vscode
+
+vscode:
+	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode package; fi
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks.run --quick
+
+train: $(STAMP)
+	$(BIN)/python -m dg_engine.train --device auto
+
+clean:
+	rm -rf $(VENV) build *.egg-info
