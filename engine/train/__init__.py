@@ -1,0 +1,1 @@
+"""Training pipeline of dg-lsp's embedded DiffusionGemma model (corpus, tokenizer, examples, loop)."""
