@@ -1,0 +1,175 @@
+"""The one denoising loop, with swappable acceptance strategies.
+
+transformers' `generate()` runs DiffusionGemma end to end, but an editor needs more from each
+step: a cancel check before every forward pass, a draft after every step, the confidence of every
+final token, canvas positions that are clamped to known text, canvases seeded with existing text,
+and several candidates in one batch. This loop adds those around transformers' own sampler pieces
+(`EntropyBoundSampler`, `StableAndConfidentStoppingCriteria`,
+`LinearTemperatureScheduleLogitsProcessor`) and the model's decoder forward, without copying them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import torch
+from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+    EntropyBoundSampler,
+    EntropyBoundSamplerConfig,
+    LinearTemperatureScheduleLogitsProcessor,
+    StableAndConfidentStoppingCriteria,
+)
+
+from .config import SamplingOptions
+from .errors import Cancelled
+
+
+class CancelToken(Protocol):
+    """Anything with an `is_cancelled()` method; checked before every denoising step."""
+
+    def is_cancelled(self) -> bool: ...
+
+
+class NeverCancelled:
+    def is_cancelled(self) -> bool:
+        return False
+
+
+# Called after every step with (step index, current best guess of the canvas [N, C]).
+StepCallback = Callable[[int, torch.Tensor], None]
+
+
+@dataclass
+class CanvasPlan:
+    """How the canvas starts: random, seeded with text, and which positions are clamped.
+
+    `seed` holds the starting tokens ([C], any values where `seeded` is False); `clamped` marks the
+    positions that must come back unchanged (known text between holes, or a fixed head).
+    """
+
+    length: int
+    seed: torch.Tensor | None = None  # [C] long
+    seeded: torch.Tensor | None = None  # [C] bool: positions that start from `seed`
+    clamped: torch.Tensor | None = None  # [C] bool: positions that never change
+
+
+@dataclass
+class DenoiseOutput:
+    tokens: torch.Tensor  # [N, C] final argmax canvas
+    confidence: torch.Tensor  # [N, C] probability of each final token
+    steps: torch.Tensor  # [N] decoder forward passes per candidate
+
+
+class Strategy(Protocol):
+    """Decides which sampled tokens to accept and what the rejected positions become."""
+
+    def step(
+        self, canvas: torch.Tensor, sampled: torch.Tensor, logits: torch.Tensor, cur_step: int
+    ) -> torch.Tensor: ...
+
+
+class EntropyBoundStrategy:
+    """DiffusionGemma's own rule: accept the lowest-entropy tokens, re-noise the rest uniformly."""
+
+    def __init__(self, entropy_bound: float, canvas_length: int, vocab_size: int, max_steps: int):
+        config = EntropyBoundSamplerConfig(entropy_bound=float(entropy_bound))
+        self.sampler = EntropyBoundSampler(config, canvas_length, vocab_size, max_steps)
+
+    def step(self, canvas, sampled, logits, cur_step):
+        accepted = self.sampler.accept_canvas(canvas, sampled, logits, cur_step)
+        return self.sampler.renoise_canvas(accepted, cur_step)
+
+
+class RefineStrategy(EntropyBoundStrategy):
+    """For seeded canvases: accept like the entropy bound, but keep rejected tokens as they are.
+
+    Re-noising a rejected position would throw away the user's text there; keeping it lets the
+    model change only the tokens it is confident should change.
+    """
+
+    def step(self, canvas, sampled, logits, cur_step):
+        return self.sampler.accept_canvas(canvas, sampled, logits, cur_step)
+
+
+def initial_canvas(plan: CanvasPlan, n: int, vocab_size: int, device) -> torch.Tensor:
+    """Uniform random tokens, overwritten by the seed where the plan seeds or clamps."""
+    canvas = torch.randint(0, vocab_size, (n, plan.length), device=device)  # [N, C]
+    if plan.seed is not None:
+        keep = _mask(plan.seeded, plan.length, device) | _mask(plan.clamped, plan.length, device)
+        canvas = torch.where(keep[None, :], plan.seed.to(device)[None, :], canvas)
+    return canvas
+
+
+def _mask(mask: torch.Tensor | None, length: int, device) -> torch.Tensor:
+    if mask is None:
+        return torch.zeros(length, dtype=torch.bool, device=device)
+    return mask.to(device)
+
+
+def clamp_logits(logits: torch.Tensor, plan: CanvasPlan) -> torch.Tensor:
+    """Make clamped positions certain of their token, so they cost no entropy and never move."""
+    if plan.clamped is None or not bool(plan.clamped.any()):
+        return logits
+    clamped = plan.clamped.to(logits.device)  # [C]
+    forced = torch.full_like(logits[0], torch.finfo(logits.dtype).min)  # [C, V]
+    forced.scatter_(-1, plan.seed.to(logits.device)[:, None], 0.0)
+    return torch.where(clamped[None, :, None], forced[None], logits)
+
+
+def denoise(
+    decoder_forward: Callable[..., torch.Tensor],
+    n: int,
+    plan: CanvasPlan,
+    options: SamplingOptions,
+    vocab_size: int,
+    device,
+    strategy: Strategy,
+    cancel: CancelToken | None = None,
+    on_step: StepCallback | None = None,
+    initial: torch.Tensor | None = None,
+) -> DenoiseOutput:
+    """Refine `n` canvases in one batch until they are stable and confident, or out of steps.
+
+    `decoder_forward(canvas [N, C], self_conditioning_logits [N, C, V] | None) -> logits` runs the
+    model's decoder against the already-filled encoder cache.
+    """
+    cancel = cancel or NeverCancelled()
+    temperature = LinearTemperatureScheduleLogitsProcessor(options.t_min, options.t_max, options.max_steps)
+    stopping = StableAndConfidentStoppingCriteria(options.stability_threshold, options.confidence_threshold)
+    canvas = initial if initial is not None else initial_canvas(plan, n, vocab_size, device)  # [N, C]
+    argmax = canvas
+    finished = torch.zeros(n, dtype=torch.bool, device=device)  # [N]
+    steps = torch.zeros(n, dtype=torch.long, device=device)  # [N]
+    self_conditioning = None  # [N, C, V]
+    last_logits = None
+
+    for index, cur_step in enumerate(reversed(range(1, options.max_steps + 1))):
+        if cancel.is_cancelled():
+            raise Cancelled("cancelled between denoising steps")
+        steps += (~finished).long()
+        logits = decoder_forward(canvas, self_conditioning)  # [N, C, V]
+        logits = clamp_logits(temperature(None, logits, cur_step=cur_step), plan)
+        probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+        sampled = torch.multinomial(probs.view(-1, vocab_size), 1).view(n, plan.length)  # [N, C]
+        new_argmax = logits.argmax(dim=-1)  # [N, C]
+        new_canvas = strategy.step(canvas, sampled, logits, cur_step)
+        if plan.clamped is not None:
+            new_canvas = torch.where(plan.clamped.to(device)[None], plan.seed.to(device)[None], new_canvas)
+        if last_logits is not None and bool(finished.any()):
+            # Finished rows keep their result while the others go on, as if they ran alone.
+            new_argmax = torch.where(finished[:, None], argmax, new_argmax)
+            new_canvas = torch.where(finished[:, None], canvas, new_canvas)
+            logits = torch.where(finished[:, None, None], last_logits, logits)
+        finished |= stopping(new_argmax, logits)
+        canvas, argmax, last_logits = new_canvas, new_argmax, logits
+        self_conditioning = logits
+        if on_step is not None:
+            on_step(index, argmax)
+        if bool(finished.all()):
+            break
+
+    if last_logits is None:
+        return DenoiseOutput(canvas, torch.ones(canvas.shape, device=device), steps)
+    confidence = torch.softmax(last_logits, dim=-1).gather(-1, argmax[..., None]).squeeze(-1)  # [N, C]
+    return DenoiseOutput(argmax, confidence, steps)

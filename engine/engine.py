@@ -1,0 +1,275 @@
+"""The engine: a loaded model plus the request API that the language server and CLI call.
+
+`Engine.fill` turns plain data (prefix, suffix, options) into candidates with text, per-token
+confidence, steps, tokens per forward and timings. It owns the encoder cache that is reused
+across requests, and runs several canvases in a row for middles longer than one canvas. The
+engine is not thread-safe on purpose: the server runs it on a single compute worker.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .config import EngineConfig, SamplingOptions
+from .denoise import CancelToken, CanvasPlan, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
+from .errors import OutOfMemoryError
+from .kvcache import PrefixCache, fork
+from .loader import check_directory, load_model, placement, resolve_source
+from .prompt import FimFormat, choose_format, encode
+from .quantize import model_bytes
+
+
+@dataclass(frozen=True)
+class FillRequest:
+    """One hole to fill (or, with `seed_text`, one span to rewrite in place)."""
+
+    prefix: str
+    suffix: str = ""
+    n: int = 1
+    chunks: tuple[str, ...] = ()
+    canvas_length: int = 0
+    max_steps: int = 0
+    max_canvases: int = 1
+    seed: int = 0
+    seed_text: str | None = None
+    renoise_fraction: float = 0.25
+    instruction: str | None = None
+    reuse_cache: bool = True
+
+
+@dataclass
+class Candidate:
+    text: str
+    token_ids: list[int]
+    token_offsets: list[tuple[int, int]]  # character span of each token in `text`
+    confidences: list[float]
+    steps: int
+    tokens_per_forward: float
+    finished: bool  # True when the model ended the middle itself
+
+    @property
+    def mean_confidence(self) -> float:
+        return sum(self.confidences) / len(self.confidences) if self.confidences else 1.0
+
+
+@dataclass
+class FillResult:
+    candidates: list[Candidate]
+    prompt_tokens: int
+    reused_tokens: int
+    encoded_tokens: int
+    prefill_ms: float
+    denoise_ms: float
+    canvases: int = 1
+    timings: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, model, tokenizer, config: EngineConfig, source: str, quantization: str = "none"):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config
+        self.source = source
+        self.quantization = quantization
+        gen = model.generation_config
+        extra = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+        self.format = choose_format(tokenizer, [i for i in extra if i is not None])
+        self.prefix_cache = PrefixCache(model)
+        self.vocab_size = model.config.get_text_config().vocab_size
+        self.defaults = _sampling_defaults(model, config)
+        self.memory_bytes = model_bytes(model)
+        self.parameters = sum(p.numel() for p in model.parameters())
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def info(self) -> dict:
+        return {
+            "model": self.source,
+            "format": self.format.name,
+            "device": str(self.device),
+            "dtype": str(self.model.dtype).removeprefix("torch."),
+            "quantization": self.quantization,
+            "parameters": self.parameters,
+            "memoryBytes": self.memory_bytes,
+            "canvasLength": self.defaults.canvas_length,
+            "maxSteps": self.defaults.max_steps,
+        }
+
+    def options(self, request: FillRequest) -> SamplingOptions:
+        d = self.defaults
+        return SamplingOptions(
+            canvas_length=request.canvas_length or d.canvas_length,
+            max_steps=request.max_steps or d.max_steps,
+            entropy_bound=d.entropy_bound,
+            t_min=d.t_min,
+            t_max=d.t_max,
+            stability_threshold=d.stability_threshold,
+            confidence_threshold=d.confidence_threshold,
+        )
+
+    def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
+        try:
+            return self._fill(request, cancel, on_step)
+        except torch.OutOfMemoryError as exc:
+            self._recover_memory()
+            raise OutOfMemoryError(f"out of memory on {self.device} during a request: {exc}") from exc
+
+    def _recover_memory(self) -> None:
+        self.prefix_cache.clear()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    @torch.inference_mode()
+    def _fill(self, request: FillRequest, cancel, on_step) -> FillResult:
+        options = self.options(request)
+        if request.seed_text is not None:
+            prompt = self.format.rewrite_ids(request.prefix, request.seed_text, request.suffix, request.instruction)
+        else:
+            prompt = self.format.infill_ids(request.prefix, request.suffix, request.chunks)
+        n = max(1, request.n)
+        started = time.perf_counter()
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(request.seed)
+            prefill = self.prefix_cache.prefill(prompt, reuse=request.reuse_cache)
+            prefill_ms = (time.perf_counter() - started) * 1000
+            plan, strategy, options = self._plan(request, options)
+            cache = fork(prefill.cache, n)
+            tokens, confidence, steps = [], [], torch.zeros(n, dtype=torch.long)
+            canvases = 0
+            for canvases in range(1, max(1, request.max_canvases) + 1):
+                out = denoise(
+                    lambda canvas, sc: self._decode(canvas, sc, cache),
+                    n, plan, options, self.vocab_size, self.device, strategy, cancel, on_step,
+                )
+                tokens.append(out.tokens.cpu())
+                confidence.append(out.confidence.float().cpu())
+                steps += out.steps.cpu()
+                if canvases == request.max_canvases or self._all_stopped(out.tokens):
+                    break
+                # The next canvas continues the middle: its tokens join the encoder's context.
+                self._encode_canvas(out.tokens, cache, prefill.prompt_tokens + (canvases - 1) * plan.length)
+                plan, strategy = self._fresh_plan(options)
+        denoise_ms = (time.perf_counter() - started) * 1000 - prefill_ms
+        candidates = self._candidates(torch.cat(tokens, -1), torch.cat(confidence, -1), steps)
+        return FillResult(
+            candidates=candidates,
+            prompt_tokens=prefill.prompt_tokens,
+            reused_tokens=prefill.reused_tokens,
+            encoded_tokens=prefill.encoded_tokens,
+            prefill_ms=prefill_ms,
+            denoise_ms=denoise_ms,
+            canvases=canvases,
+        )
+
+    def _fresh_plan(self, options: SamplingOptions):
+        strategy = EntropyBoundStrategy(options.entropy_bound, options.canvas_length, self.vocab_size, options.max_steps)
+        return CanvasPlan(options.canvas_length), strategy
+
+    def _plan(self, request: FillRequest, options: SamplingOptions):
+        if request.seed_text is None:
+            plan, strategy = self._fresh_plan(options)
+            return plan, strategy, options
+        seed_ids = encode(self.tokenizer, request.seed_text)
+        # A rewrite may grow: leave room for a quarter more tokens than the text has.
+        length = max(options.canvas_length, len(seed_ids) + max(4, len(seed_ids) // 4))
+        options = SamplingOptions(**{**options.__dict__, "canvas_length": length})
+        stop = self.format.specials.end_of_middle if isinstance(self.format, FimFormat) else self.format.specials.eos
+        seed = torch.tensor(seed_ids + [stop] + [self.format.specials.pad] * (length - len(seed_ids) - 1))
+        seeded = self._confident_positions(seed, request.renoise_fraction)
+        plan = CanvasPlan(length, seed=seed, seeded=seeded)
+        strategy = RefineStrategy(options.entropy_bound, length, self.vocab_size, options.max_steps)
+        return plan, strategy, options
+
+    def _confident_positions(self, seed: torch.Tensor, renoise_fraction: float) -> torch.Tensor:
+        """Keep the seed where the model believes it; re-noise the least likely share of it."""
+        cache = fork(self.prefix_cache.cache, 1)
+        logits = self._decode(seed[None].to(self.device), None, cache)[0]  # [C, V]
+        likelihood = torch.softmax(logits.float(), -1).gather(-1, seed.to(self.device)[:, None]).squeeze(-1)
+        count = int(len(seed) * renoise_fraction)
+        keep = torch.ones(len(seed), dtype=torch.bool)
+        if count:
+            keep[likelihood.argsort()[:count].cpu()] = False
+        return keep
+
+    def _decode(self, canvas: torch.Tensor, self_conditioning, cache) -> torch.Tensor:
+        out = self.model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=self_conditioning)
+        return out.logits  # [N, C, V]
+
+    def _encode_canvas(self, canvas: torch.Tensor, cache, start: int) -> None:
+        positions = torch.arange(start, start + canvas.shape[1], device=self.device)[None]
+        self.model.model.encoder(input_ids=canvas, past_key_values=cache, position_ids=positions)
+
+    def _all_stopped(self, canvas: torch.Tensor) -> bool:
+        stops = torch.tensor(sorted(self.format.stop_ids), device=canvas.device)
+        return bool(torch.isin(canvas, stops).any(-1).all())
+
+    def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor) -> list[Candidate]:
+        out = []
+        for row in range(tokens.shape[0]):
+            ids = tokens[row].tolist()
+            end = next((i for i, t in enumerate(ids) if t in self.format.stop_ids), len(ids))
+            ids = ids[:end]
+            text, offsets = self._decode_with_offsets(ids)
+            taken = int(steps[row])
+            out.append(
+                Candidate(
+                    text=text,
+                    token_ids=ids,
+                    token_offsets=offsets,
+                    confidences=confidence[row, :end].tolist(),
+                    steps=taken,
+                    tokens_per_forward=(end + (end < tokens.shape[1])) / max(1, taken),
+                    finished=end < tokens.shape[1],
+                )
+            )
+        # Finished and confident candidates first: the editor shows the first one.
+        out.sort(key=lambda c: (not c.finished, -c.mean_confidence))
+        return out
+
+    def _decode_with_offsets(self, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        offsets, previous = [], 0
+        for i in range(1, len(ids) + 1):
+            # Byte-level tokens can split a character; a partial decode ends in U+FFFD there.
+            part = self.tokenizer.decode(ids[:i], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            length = len(part.rstrip("\ufffd")) if i < len(ids) else len(text)
+            length = max(previous, min(length, len(text)))
+            offsets.append((previous, length))
+            previous = length
+        return text, offsets
+
+
+def _sampling_defaults(model, config: EngineConfig) -> SamplingOptions:
+    gen = model.generation_config
+    defaults = type(gen)._get_default_generation_params()
+
+    def pick(name):
+        value = getattr(gen, name, None)
+        return defaults[name] if value is None else value
+
+    sampler = pick("sampler_config")
+    return SamplingOptions(
+        canvas_length=config.canvas_length or model.config.canvas_length,
+        max_steps=config.max_steps or pick("max_denoising_steps"),
+        entropy_bound=config.entropy_bound or sampler.entropy_bound,
+        t_min=pick("t_min"),
+        t_max=pick("t_max"),
+        stability_threshold=pick("stability_threshold"),
+        confidence_threshold=pick("confidence_threshold"),
+    )
+
+
+def load_engine(config: EngineConfig) -> Engine:
+    """Resolve, check and load the configured model; raises a `ModelLoadError` subclass on failure."""
+    where = placement(config)
+    path = resolve_source(config.model)
+    check_directory(path)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    model, tokenizer = load_model(path, where)
+    return Engine(model, tokenizer, config, source=config.model if config.model != "embedded" else "embedded", quantization=where.quantization)
