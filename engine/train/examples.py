@@ -1,0 +1,216 @@
+"""Training examples shaped like the holes an editor asks the engine to fill.
+
+Each example picks a hole in a corpus file (rest of a line, a whole line, a few lines, a block
+body, nothing at all, a random span, or a plain continuation), cuts the prefix and suffix at line
+boundaries to a sampled token budget, and builds the encoder prompt and the clean canvas through
+`FimFormat`, the very functions the engine uses at inference, so the two can never disagree.
+Everything is drawn from a `random.Random` seeded per step, which makes batches reproducible and
+lets a resumed run see exactly the batches an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from dataclasses import dataclass, field
+from itertools import accumulate
+
+from ..prompt import FimFormat, encode
+from .corpus import SourceFile
+
+KINDS = ("rest_of_line", "whole_line", "multi_line", "block_body", "empty", "random_span", "continuation")
+
+
+@dataclass(frozen=True)
+class ExampleConfig:
+    """How examples are drawn; the defaults are the ones the real run uses."""
+
+    max_prompt_tokens: int = 768
+    min_prompt_tokens: int = 48
+    canvas_lengths: tuple[int, ...] = (16, 32, 48, 64)
+    kind_weights: tuple[float, ...] = (0.2, 0.15, 0.15, 0.1, 0.05, 0.15, 0.2)
+    middle_so_far_prob: float = 0.15
+    chunk_prob: float = 0.1
+    max_chunk_lines: int = 16
+
+
+@dataclass
+class Example:
+    """One hole: the texts it was cut into and the token ids the model sees."""
+
+    kind: str
+    prefix: str
+    middle: str
+    suffix: str
+    middle_so_far: str
+    chunks: list[str]
+    prompt_ids: list[int]
+    canvas_ids: list[int]
+
+
+@dataclass
+class _File:
+    """A corpus file with its lines and per-line token counts, precomputed once."""
+
+    text: str
+    starts: list[int]
+    lines: list[str]
+    cumulative_tokens: list[int] = field(default_factory=list)
+
+
+def _index(file: SourceFile, tokenizer) -> _File:
+    lines = file.text.splitlines(keepends=True)
+    starts = [0, *accumulate(len(line) for line in lines)][:-1]
+    counts = [len(ids) for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]] if lines else []
+    return _File(file.text, starts, lines, [0, *accumulate(counts)])
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _content_end(f: _File, i: int) -> int:
+    """Offset of the end of line i, before its newline."""
+    return f.starts[i] + len(f.lines[i].rstrip("\r\n"))
+
+
+class ExampleSource:
+    """Draws examples and batches from a list of corpus files."""
+
+    def __init__(self, files: list[SourceFile], fmt: FimFormat, config: ExampleConfig = ExampleConfig()):
+        self.fmt = fmt
+        self.config = config
+        self.files = [f for f in (_index(s, fmt.tokenizer) for s in files) if len(f.lines) >= 3]
+        if not self.files:
+            raise ValueError("no usable corpus files")
+
+    # Hole pickers: each returns the (start, end) character offsets of the middle, or None.
+
+    def _rest_of_line(self, f: _File, rng: random.Random) -> tuple[int, int] | None:
+        i = rng.randrange(len(f.lines))
+        content = f.lines[i].rstrip("\r\n")
+        if len(content.strip()) < 2:
+            return None
+        col = rng.randrange(_indent(content), len(content))
+        return f.starts[i] + col, _content_end(f, i)
+
+    def _lines(self, f: _File, rng: random.Random, count: int) -> tuple[int, int] | None:
+        i = rng.randrange(len(f.lines))
+        j = min(len(f.lines), i + count) - 1
+        if not f.lines[i].strip():
+            return None
+        start = f.starts[i] + (_indent(f.lines[i]) if rng.random() < 0.5 else 0)
+        return start, _content_end(f, j)
+
+    def _block_body(self, f: _File, rng: random.Random) -> tuple[int, int] | None:
+        headers = [i for i, line in enumerate(f.lines[:-1]) if line.rstrip().endswith(":")]
+        if not headers:
+            return None
+        i = rng.choice(headers)
+        base = _indent(f.lines[i])
+        j = i + 1
+        last = None
+        while j < len(f.lines) and (not f.lines[j].strip() or _indent(f.lines[j]) > base):
+            if f.lines[j].strip():
+                last = j
+            j += 1
+        if last is None:
+            return None
+        first = f.lines[i + 1]
+        start = f.starts[i + 1] + (_indent(first) if rng.random() < 0.5 and first.strip() else 0)
+        return start, _content_end(f, last)
+
+    def _empty(self, f: _File, rng: random.Random) -> tuple[int, int]:
+        i = rng.randrange(len(f.lines))
+        content = f.lines[i].rstrip("\r\n")
+        at = f.starts[i] + rng.randint(0, len(content))
+        return at, at
+
+    def _random_span(self, f: _File, rng: random.Random) -> tuple[int, int]:
+        start = rng.randrange(len(f.text))
+        length = min(int(rng.expovariate(1 / 60)) + 1, 400)
+        return start, min(len(f.text), start + length)
+
+    def _continuation(self, f: _File, rng: random.Random) -> tuple[int, int]:
+        i = rng.randrange(1, len(f.lines))
+        j = min(len(f.lines), i + rng.randint(1, 8)) - 1
+        return f.starts[i], f.starts[j] + len(f.lines[j])
+
+    def _pick_hole(self, f: _File, kind: str, rng: random.Random) -> tuple[int, int] | None:
+        if kind == "rest_of_line":
+            return self._rest_of_line(f, rng)
+        if kind == "whole_line":
+            return self._lines(f, rng, 1)
+        if kind == "multi_line":
+            return self._lines(f, rng, rng.randint(2, 6))
+        if kind == "block_body":
+            return self._block_body(f, rng)
+        if kind == "empty":
+            return self._empty(f, rng)
+        if kind == "random_span":
+            return self._random_span(f, rng)
+        return self._continuation(f, rng)
+
+    # Windowing: prefix and suffix are cut at line boundaries to fit a token budget.
+
+    def _line_of(self, f: _File, offset: int) -> int:
+        return max(0, bisect.bisect_right(f.starts, offset) - 1)
+
+    def _window(self, f: _File, a: int, b: int, prefix_budget: int, suffix_budget: int) -> tuple[str, str]:
+        la = self._line_of(f, a)
+        # Keep whole lines before the hole's line while they fit; the hole's own line is always kept.
+        first = la
+        while first > 0 and f.cumulative_tokens[la] - f.cumulative_tokens[first - 1] <= prefix_budget:
+            first -= 1
+        lb = self._line_of(f, b) if b < len(f.text) else len(f.lines) - 1
+        last = lb
+        while last + 1 < len(f.lines) and f.cumulative_tokens[last + 2] - f.cumulative_tokens[lb + 1] <= suffix_budget:
+            last += 1
+        end = f.starts[last] + len(f.lines[last])
+        return f.text[f.starts[first] : a], f.text[b:end]
+
+    def _chunk(self, rng: random.Random) -> str:
+        f = rng.choice(self.files)
+        i = rng.randrange(len(f.lines))
+        return "".join(f.lines[i : i + rng.randint(4, self.config.max_chunk_lines)])
+
+    def sample(self, rng: random.Random, canvas_length: int) -> Example:
+        """One example of a randomly chosen kind with the given canvas length."""
+        cfg = self.config
+        while True:
+            kind = rng.choices(KINDS, weights=cfg.kind_weights)[0]
+            f = rng.choice(self.files)
+            hole = self._pick_hole(f, kind, rng)
+            if hole is not None:
+                break
+        a, b = hole
+        # Log-uniform prompt budgets: short contexts are common in an editor, long ones matter too.
+        budget = int(cfg.min_prompt_tokens * (cfg.max_prompt_tokens / cfg.min_prompt_tokens) ** rng.random())
+        chunks = [self._chunk(rng)] if rng.random() < cfg.chunk_prob else []
+        budget -= sum(len(encode(self.fmt.tokenizer, c)) + 1 for c in chunks)
+        share = 1.0 if kind == "continuation" else rng.uniform(0.3, 0.85)
+        prefix, suffix = self._window(f, a, b, int(budget * share), int(budget * (1 - share)))
+        if kind == "continuation":
+            suffix = ""
+        middle = f.text[a:b]
+        so_far = self._split_middle(middle, rng)
+        rest = middle[len(so_far) :]
+        prompt = self.fmt.infill_ids(prefix, suffix, chunks, so_far)
+        canvas = self.fmt.canvas_ids(rest, canvas_length)
+        return Example(kind, prefix, middle, suffix, so_far, chunks, prompt, canvas)
+
+    def _split_middle(self, middle: str, rng: random.Random) -> str:
+        """Sometimes give the start of the middle as already written (a middle longer than a canvas)."""
+        if rng.random() >= self.config.middle_so_far_prob:
+            return ""
+        ids = encode(self.fmt.tokenizer, middle)
+        if len(ids) < 4:
+            return ""
+        head = self.fmt.tokenizer.decode(ids[: rng.randint(1, len(ids) - 2)])
+        return head if middle.startswith(head) else ""
+
+    def batch_examples(self, seed: int, step: int, batch_size: int) -> list[Example]:
+        """The examples of one step: a pure function of (seed, step), so resuming is exact."""
+        rng = random.Random(seed * 1_000_003 + step)
+        canvas_length = rng.choice(self.config.canvas_lengths)
+        return [self.sample(rng, canvas_length) for _ in range(batch_size)]
