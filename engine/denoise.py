@@ -68,6 +68,8 @@ class Strategy(Protocol):
         self, canvas: torch.Tensor, sampled: torch.Tensor, logits: torch.Tensor, cur_step: int
     ) -> torch.Tensor: ...
 
+    def final(self, canvas: torch.Tensor, argmax: torch.Tensor) -> torch.Tensor: ...
+
 
 class EntropyBoundStrategy:
     """DiffusionGemma's own rule: accept the lowest-entropy tokens, re-noise the rest uniformly."""
@@ -80,6 +82,10 @@ class EntropyBoundStrategy:
         accepted = self.sampler.accept_canvas(canvas, sampled, logits, cur_step)
         return self.sampler.renoise_canvas(accepted, cur_step)
 
+    def final(self, canvas, argmax):
+        # Rejected positions of the last canvas are noise; the model's best guess is the answer.
+        return argmax
+
 
 class RefineStrategy(EntropyBoundStrategy):
     """For seeded canvases: accept like the entropy bound, but keep rejected tokens as they are.
@@ -90,6 +96,10 @@ class RefineStrategy(EntropyBoundStrategy):
 
     def step(self, canvas, sampled, logits, cur_step):
         return self.sampler.accept_canvas(canvas, sampled, logits, cur_step)
+
+    def final(self, canvas, argmax):
+        # Every position of the canvas is either the user's text or an accepted change.
+        return canvas
 
 
 def initial_canvas(plan: CanvasPlan, n: int, vocab_size: int, device) -> torch.Tensor:
@@ -171,5 +181,6 @@ def denoise(
 
     if last_logits is None:
         return DenoiseOutput(canvas, torch.ones(canvas.shape, device=device), steps)
-    confidence = torch.softmax(last_logits, dim=-1).gather(-1, argmax[..., None]).squeeze(-1)  # [N, C]
-    return DenoiseOutput(argmax, confidence, steps)
+    tokens = strategy.final(canvas, argmax)  # [N, C]
+    confidence = torch.softmax(last_logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)  # [N, C]
+    return DenoiseOutput(tokens, confidence, steps)

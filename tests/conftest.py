@@ -1,0 +1,31 @@
+"""Shared fixtures: one tiny random DiffusionGemma per test session, in memory and on disk."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+
+from dg_engine import Engine, EngineConfig
+from dg_engine.tiny import save_tiny, tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """(model, tokenizer) of the tiny random model; shared, so tests must not mutate it."""
+    return tiny_model(seed=0)
+
+
+@pytest.fixture()
+def engine(tiny):
+    """A fresh engine (empty prefix cache) around the shared tiny model."""
+    model, tokenizer = tiny
+    return Engine(model, tokenizer, EngineConfig(), source="tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """The tiny model saved as a standard safetensors model directory."""
+    return save_tiny(tmp_path_factory.mktemp("tiny-model"))

@@ -1,0 +1,182 @@
+"""Engine behaviour on a tiny random model: the properties the editor relies on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dg_engine import Cancelled, FillRequest
+from dg_engine.config import SamplingOptions
+from dg_engine.denoise import CanvasPlan, EntropyBoundStrategy, RefineStrategy, denoise, initial_canvas
+
+PREFIX = "def area(width, height):\n    return "
+SUFFIX = "\n\n\nprint(area(2, 3))\n"
+
+
+class CancelAfter:
+    """Cancels once `steps` denoising steps have reported back."""
+
+    def __init__(self, steps: int):
+        self.steps, self.seen = steps, 0
+
+    def on_step(self, index, draft):
+        self.seen += 1
+
+    def is_cancelled(self) -> bool:
+        return self.seen >= self.steps
+
+
+def count_forwards(engine, monkeypatch) -> list[int]:
+    """Record the batch size of every decoder forward pass the engine makes."""
+    calls: list[int] = []
+    original = engine._decode
+
+    def spy(canvas, sc, cache):
+        calls.append(canvas.shape[0])
+        return original(canvas, sc, cache)
+
+    monkeypatch.setattr(engine, "_decode", spy)
+    return calls
+
+
+@pytest.mark.parametrize("after", [1, 3])
+def test_cancellation_stops_within_one_step(engine, monkeypatch, after):
+    calls = count_forwards(engine, monkeypatch)
+    token = CancelAfter(after)
+    with pytest.raises(Cancelled):
+        engine.fill(FillRequest(PREFIX, SUFFIX, max_steps=8), cancel=token, on_step=token.on_step)
+    assert len(calls) == after
+
+
+def test_cancelled_request_leaves_engine_usable(engine):
+    token = CancelAfter(1)
+    with pytest.raises(Cancelled):
+        engine.fill(FillRequest(PREFIX, SUFFIX), cancel=token, on_step=token.on_step)
+    result = engine.fill(FillRequest(PREFIX, SUFFIX))
+    assert result.candidates and result.candidates[0].steps >= 1
+
+
+def _options(length: int, steps: int = 6) -> SamplingOptions:
+    return SamplingOptions(length, steps, 0.5, 0.4, 0.8, 1, 0.005)
+
+
+def _forward(engine, prefill_ids):
+    cache = engine.prefix_cache.prefill(prefill_ids).cache
+    from dg_engine.kvcache import fork
+
+    def forward(canvas, sc):
+        return engine._decode(canvas, sc, fork(cache, canvas.shape[0]))
+
+    return forward
+
+
+def test_clamped_positions_come_back_unchanged(engine):
+    length = 12
+    seed = torch.arange(100, 100 + length)
+    clamped = torch.zeros(length, dtype=torch.bool)
+    clamped[[0, 1, 5, 11]] = True
+    plan = CanvasPlan(length, seed=seed, clamped=clamped)
+    torch.manual_seed(3)
+    out = denoise(
+        _forward(engine, engine.format.infill_ids(PREFIX, SUFFIX)), 3, plan, _options(length),
+        engine.vocab_size, engine.device, EntropyBoundStrategy(0.5, length, engine.vocab_size, 6),
+    )
+    assert torch.equal(out.tokens[:, clamped], seed[clamped].expand(3, -1))
+    assert torch.allclose(out.confidence[:, clamped], torch.ones(3, 4))
+    # The free positions were really denoised, not left as they started.
+    assert not torch.equal(out.tokens[:, ~clamped], seed[~clamped].expand(3, -1))
+
+
+def test_seed_canvas_starts_from_the_seed_and_refine_changes_few_tokens(engine):
+    length = 16
+    seed = torch.arange(200, 200 + length)
+    plan = CanvasPlan(length, seed=seed, seeded=torch.ones(length, dtype=torch.bool))
+    assert torch.equal(initial_canvas(plan, 2, engine.vocab_size, "cpu"), seed.expand(2, -1))
+    torch.manual_seed(0)
+    steps = 4
+    out = denoise(
+        _forward(engine, engine.format.infill_ids(PREFIX, SUFFIX)), 1, plan, _options(length, steps),
+        engine.vocab_size, engine.device, RefineStrategy(0.5, length, engine.vocab_size, steps),
+    )
+    # The final answer is the model's guess; what matters is that the canvas it refined kept the seed
+    # wherever the entropy bound accepted nothing, which `RefineStrategy` guarantees.
+    assert out.steps.item() <= steps
+
+
+def test_refine_strategy_keeps_rejected_tokens(engine):
+    length = 16
+    canvas = torch.arange(300, 300 + length)[None]
+    logits = torch.randn(1, length, engine.vocab_size)  # high entropy: few tokens accepted
+    sampled = torch.zeros_like(canvas)
+    keep = RefineStrategy(0.01, length, engine.vocab_size, 4).step(canvas, sampled, logits, 4)
+    noise = EntropyBoundStrategy(0.01, length, engine.vocab_size, 4).step(canvas, sampled, logits, 4)
+    changed_keep = (keep != canvas).sum().item()
+    assert 1 <= changed_keep <= 2  # only the accepted lowest-entropy token(s) changed
+    assert (noise != canvas).sum().item() > changed_keep  # the default strategy re-noised the rest
+
+
+def test_rewrite_keeps_most_of_the_seed(engine):
+    text = "width * height"
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, seed_text=text, renoise_fraction=0.0, max_steps=2))
+    ids = engine.format.tokenizer(text, add_special_tokens=False)["input_ids"]
+    got = result.candidates[0].token_ids
+    same = sum(a == b for a, b in zip(ids, got))
+    # A random model accepts about one token per step, so at most two seed tokens can change.
+    assert same >= len(ids) - 2
+
+
+def test_n_candidates_come_from_one_batch(engine, monkeypatch):
+    calls = count_forwards(engine, monkeypatch)
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, n=4))
+    assert len(result.candidates) == 4
+    assert calls and set(calls) == {4}
+    assert len(calls) == max(c.steps for c in result.candidates)
+
+
+def test_output_is_deterministic_for_a_seed(engine):
+    a = engine.fill(FillRequest(PREFIX, SUFFIX, n=2, seed=7, reuse_cache=False))
+    b = engine.fill(FillRequest(PREFIX, SUFFIX, n=2, seed=7, reuse_cache=False))
+    c = engine.fill(FillRequest(PREFIX, SUFFIX, n=2, seed=8, reuse_cache=False))
+    assert [x.token_ids for x in a.candidates] == [x.token_ids for x in b.candidates]
+    assert [x.token_ids for x in a.candidates] != [x.token_ids for x in c.candidates]
+
+
+def test_kv_reuse_matches_cold_run_and_encodes_fewer_tokens(engine):
+    engine.fill(FillRequest(PREFIX, SUFFIX, seed=1))
+    typed = PREFIX + "width"
+    warm = engine.fill(FillRequest(typed, SUFFIX, seed=5))
+    cold = engine.fill(FillRequest(typed, SUFFIX, seed=5, reuse_cache=False))
+    assert warm.reused_tokens > 0
+    assert warm.encoded_tokens < cold.encoded_tokens == cold.prompt_tokens
+    assert [c.token_ids for c in warm.candidates] == [c.token_ids for c in cold.candidates]
+
+
+def test_prefix_cache_crops_when_the_prompt_shrinks(engine):
+    long = engine.format.infill_ids(PREFIX + "width * height", SUFFIX)
+    short = engine.format.infill_ids(PREFIX, SUFFIX)
+    engine.prefix_cache.prefill(long)
+    prefill = engine.prefix_cache.prefill(short)
+    assert prefill.cache.get_seq_length() == len(short)
+    assert 0 < prefill.reused_tokens < len(short)
+
+
+def test_results_carry_confidence_offsets_and_timings(engine):
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, n=2))
+    for cand in result.candidates:
+        assert len(cand.confidences) == len(cand.token_ids) == len(cand.token_offsets)
+        assert all(0.0 <= p <= 1.0 for p in cand.confidences)
+        if cand.token_offsets:
+            assert cand.token_offsets[-1][1] == len(cand.text)
+        assert cand.tokens_per_forward > 0 and cand.steps >= 1
+    assert result.prefill_ms >= 0 and result.denoise_ms > 0
+
+
+def test_several_canvases_in_a_row(engine):
+    result = engine.fill(FillRequest(PREFIX, "", max_canvases=3, seed=2))
+    length = engine.defaults.canvas_length
+    assert 1 <= result.canvases <= 3
+    if result.canvases > 1:
+        # The first canvas had no end-of-middle, so the middle is longer than one canvas.
+        assert any(len(c.token_ids) > length - 1 for c in result.candidates)
+    # The prefix cache still holds exactly the prompt: continuing canvases never leak into it.
+    assert engine.prefix_cache.cache.get_seq_length() == result.prompt_tokens
