@@ -1,0 +1,76 @@
+"""Checkpoints: a resumed run ends with exactly the weights of an uninterrupted one; exports load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from dg_engine.prompt import choose_format
+from dg_engine.train.corpus import split
+from dg_engine.train.examples import ExampleConfig, ExampleSource
+from dg_engine.train.loop import TrainConfig, train
+from dg_engine.train.model import build_model
+from dg_engine.train.tokenizer import train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.set_num_threads(1)
+    files, _ = split(limit=6)
+    tok = train_tokenizer((f.text for f in files), vocab_size=400)
+    cfg = ExampleConfig(max_prompt_tokens=64, min_prompt_tokens=16, canvas_lengths=(8, 16))
+    return tok, ExampleSource(files, choose_format(tok), cfg)
+
+
+def _run(tok, src, out, steps, time_limit=None, export=None):
+    cfg = TrainConfig(out=str(out), steps=steps, batch_size=2, lr=3e-3, warmup=2, size="tiny",
+                      save_every=2, val_every=3, val_batches=1, log_every=1, time_limit_min=time_limit)
+    model = build_model("tiny", len(tok), seed=cfg.seed)
+    state = train(model, tok, src, src, cfg, "cpu", export, progress=False)
+    return model, state
+
+
+def test_resume_gives_identical_weights(setup, tmp_path):
+    tok, src = setup
+    straight, _ = _run(tok, src, tmp_path / "a", steps=6)
+    # Stop after the first step (time limit reached immediately), then resume to the end.
+    _, first = _run(tok, src, tmp_path / "b", steps=6, time_limit=1e-9)
+    assert first["step"] == 1
+    resumed, state = _run(tok, src, tmp_path / "b", steps=6)
+    assert state["step"] == 6
+    for (name, a), (_, b) in zip(straight.named_parameters(), resumed.named_parameters()):
+        assert torch.equal(a, b), name
+    # Checkpoints are safetensors and JSON only.
+    ckpt = next((tmp_path / "b").glob("step_*"))
+    assert sorted(p.name for p in ckpt.iterdir()) == ["optimizer.safetensors", "state.json", "weights.safetensors"]
+    assert any(k.endswith("exp_avg_sq") for k in load_file(str(ckpt / "optimizer.safetensors")))
+    assert json.loads((ckpt / "state.json").read_text())["step"] == 6
+    header = (tmp_path / "b" / "log.csv").read_text().splitlines()[0]
+    assert header == "step,elapsed_s,loss,diffusion_loss,ar_loss,tokens_per_s,lr,val_loss"
+
+
+def test_same_seed_same_weights(setup, tmp_path):
+    tok, src = setup
+    a, _ = _run(tok, src, tmp_path / "a", steps=3)
+    b, _ = _run(tok, src, tmp_path / "b", steps=3)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+
+
+def test_export_is_a_loadable_model_directory(setup, tmp_path):
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    tok, src = setup
+    model, _ = _run(tok, src, tmp_path / "run", steps=2, export=tmp_path / "model")
+    names = {p.name for p in (tmp_path / "model").iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+            "tokenizer_config.json", "special_tokens_map.json"} <= names
+    gen = json.loads((tmp_path / "model" / "generation_config.json").read_text())
+    assert gen["sampler_config"]["_cls_name"] == "EntropyBoundSamplerConfig"
+    loaded = DiffusionGemmaForBlockDiffusion.from_pretrained(str(tmp_path / "model"))
+    assert AutoTokenizer.from_pretrained(str(tmp_path / "model"), local_files_only=True).pad_token_id == 0
+    for (name, a), (_, b) in zip(model.named_parameters(), loaded.named_parameters()):
+        assert torch.equal(a, b), name
+    assert loaded.config.text_config.layer_types == ["full_attention"] * loaded.config.text_config.num_hidden_layers
