@@ -82,6 +82,8 @@ class Engine:
         self.defaults = _sampling_defaults(model, config)
         self.memory_bytes = model_bytes(model)
         self.parameters = sum(p.numel() for p in model.parameters())
+        # Counts decoder passes over the engine's life; status reports it, tests watch it stop.
+        self.forward_passes = 0
 
     @property
     def device(self) -> torch.device:
@@ -98,6 +100,7 @@ class Engine:
             "memoryBytes": self.memory_bytes,
             "canvasLength": self.defaults.canvas_length,
             "maxSteps": self.defaults.max_steps,
+            "forwardPasses": self.forward_passes,
         }
 
     def options(self, request: FillRequest) -> SamplingOptions:
@@ -197,6 +200,7 @@ class Engine:
         return keep
 
     def _decode(self, canvas: torch.Tensor, self_conditioning, cache) -> torch.Tensor:
+        self.forward_passes += 1
         out = self.model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=self_conditioning)
         return out.logits  # [N, C, V]
 

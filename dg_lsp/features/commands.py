@@ -1,0 +1,91 @@
+"""workspace/executeCommand: dg.infill, dg.rewriteParagraph and dg.status.
+
+The editor integrations call these from their own commands. Infill and rewrite run the model on
+the worker and apply the result themselves with workspace/applyEdit, returning whether it was
+applied; dg.status answers from the loop even while the worker is busy.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from ..routes import Ready, WorkerFeature
+from ..syntax import language_for, paragraph_at
+from . import code_actions, common
+
+COMMANDS = ("dg.infill", "dg.rewriteParagraph", "dg.status", "dg.documentHash")
+MODES = ("fim", "holes", "body", "rewrite")
+
+
+def _fail(message: str) -> Ready:
+    return Ready({"applied": False, "message": message})
+
+
+def prepare(server, command: str, args: list):
+    if command == "dg.status":
+        return Ready(server.status())
+    if command == "dg.documentHash":
+        # Clients and benchmarks compare this with their own text to detect desyncs.
+        snapshot = server.documents.snapshot(args[0].get("uri")) if args and isinstance(args[0], dict) else None
+        return Ready(None if snapshot is None else {"version": snapshot.version, "sha256": snapshot.digest()})
+    arg = args[0] if args else None
+    if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str):
+        return _fail(f"{command} needs one argument: an object with 'uri'")
+    if command == "dg.rewriteParagraph":
+        return _prepare_paragraph(server, arg)
+    mode = arg.get("mode", "fim")
+    if mode not in MODES or not isinstance(arg.get("range"), dict):
+        return _fail("dg.infill needs {uri, range, mode} with mode one of " + ", ".join(MODES))
+    instruction = arg.get("instruction") if isinstance(arg.get("instruction"), str) else None
+    snapshot = common.usable_snapshot(server, arg["uri"])
+    if snapshot is None:
+        return _fail("the document is not open, too large or not text")
+    data = {"uri": arg["uri"], "version": snapshot.version, "mode": mode, "range": arg["range"]}
+    if mode == "body":
+        codec = snapshot.codec(server.documents.encoding)
+        start, _ = codec.offsets(server.converter.structure(arg["range"], types.Range))
+        modes = {m: (a, b) for m, a, b in code_actions.available_modes(server, snapshot, start, start)}
+        if "body" not in modes:
+            return _fail("no empty or placeholder body at the cursor")
+        data["range"] = code_actions._range_dict(codec, *modes["body"])
+    jobs, why = code_actions.plan(server, data, instruction)
+    return _fail(why) if jobs is None else ("edit", jobs)
+
+
+def _prepare_paragraph(server, arg: dict):
+    snapshot = common.usable_snapshot(server, arg["uri"])
+    if snapshot is None:
+        return _fail("the document is not open, too large or not text")
+    try:
+        position = server.converter.structure(arg.get("position"), types.Position)
+    except Exception:
+        return _fail("dg.rewriteParagraph needs {uri, position}")
+    offset = snapshot.codec(server.documents.encoding).offset(position)
+    paragraph = paragraph_at(snapshot.text, offset, language_for(snapshot.language_id, snapshot.uri))
+    if paragraph is None:
+        return _fail("no paragraph, comment block or docstring at the cursor")
+    job = common.job_at(server, snapshot, paragraph.start, paragraph.end, "paragraph", instruction=arg.get("instruction"))
+    return _fail("the model is not loaded") if job is None else ("edit", [job])
+
+
+def compute(server, job, token):
+    _, jobs = job
+    return code_actions.compute_edits(server, jobs, token)
+
+
+async def finish(server, job, result):
+    _, jobs = job
+    edits, fills = result
+    for fill_job, fill in fills:
+        server.record_fill("command", fill_job, fill)
+    latency = round(sum(f.latency_ms for _, f in fills), 1)
+    if not edits:
+        return {"applied": False, "message": "the model had nothing to change", "latencyMs": latency}
+    edit = code_actions.workspace_edit(server, jobs[0].snapshot, edits)
+    response = await server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label="dg-lsp"))
+    applied = bool(response and response.applied)
+    message = "" if applied else (getattr(response, "failure_reason", None) or "the editor did not apply the edit")
+    return {"applied": applied, "message": message, "latencyMs": latency, "edits": len(edits)}
+
+
+FEATURE = WorkerFeature(prepare, compute, finish)

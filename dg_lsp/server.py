@@ -1,0 +1,246 @@
+"""The language server: state shared by the features, route registration, and `serve`.
+
+`DgServer` holds the document store, the settings, the engine host, the scheduler and the caches.
+Feature modules (in `features/`) are plain functions of (server, params); `register` wires each
+route of `routes.ROUTES` into pygls according to its execution policy. Nothing here runs the
+model: that happens only inside worker jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcRequestCancelled
+from pygls.lsp.server import LanguageServer
+
+from dg_engine import Cancelled, EngineConfig, OutOfMemoryError
+
+from . import __version__
+from .crossfile import ChunkIndex, inside, uri_path
+from .documents import DocumentStore
+from .engine_host import EngineHost
+from .fill import ResultCache
+from .routes import ROUTES, Policy, Ready, Route, WorkerFeature
+from .scheduler import Scheduler
+from .settings import Settings
+from .syntax_trees import make_tree
+from .userconfig import ConfigFiles
+
+log = logging.getLogger("dg_lsp")
+
+
+class DgServer(LanguageServer):
+    def __init__(self, engine_override: EngineConfig | None = None, loader=None):
+        super().__init__("dg-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.documents = DocumentStore(make_tree)
+        self.scheduler = Scheduler()
+        self.host = EngineHost(loader) if loader else EngineHost()
+        self.settings = Settings()
+        self.engine_override = engine_override
+        self.results = ResultCache()
+        self.chunks = ChunkIndex()
+        self.shown: dict = {}
+        self.typeahead_hits = 0
+        self.folders: list[Path] = []
+        self.config_files = ConfigFiles()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._logged: set[str] = set()
+        self.converter = self.protocol._converter
+        self.host.listeners.append(self._on_engine_state)
+
+    # --- Settings and model -------------------------------------------------------------------
+
+    def apply_settings(self, values: dict, trusted: bool, source: str, load: bool) -> None:
+        before = self.settings.engine
+        self.settings, messages = self.settings.update(values, trusted=trusted)
+        if self.engine_override is not None:
+            self.settings = self.settings.update(_engine_dict(self.engine_override))[0]
+        for message in messages:
+            self.show_warning(f"dg-lsp settings ({source}): {message}")
+        self.results.clear()
+        if load and self.settings.engine != before:
+            self.host.load(self.settings.engine)
+
+    def load_user_config(self) -> None:
+        for values, trusted, source in self.config_files.read(self.folders):
+            self.apply_settings(values, trusted=trusted, source=source, load=False)
+
+    def start_model(self) -> None:
+        self.host.load(self.settings.engine)
+
+    def start_config_watcher(self) -> None:
+        self.config_files.watch(self, self.folders)
+
+    def reload_config(self) -> None:
+        """Called when a config file changes: re-read everything, reload the model if it changed."""
+        self.settings = Settings()
+        self.load_user_config()
+        self.host.load(self.settings.engine)
+
+    def _on_engine_state(self, state: str, message: str) -> None:
+        self.notify_threadsafe("dg/status", {"state": state, "message": message, "lastLatencyMs": self.host.latencies.last()})
+        if state == "error":
+            self.show_message_threadsafe(f"dg-lsp: the model could not be loaded: {message}", types.MessageType.Error)
+
+    def status(self) -> dict:
+        return {
+            **self.host.status(),
+            "documents": len(self.documents.uris()),
+            "superseded": self.scheduler.superseded,
+            "typedAheadHits": self.typeahead_hits,
+            "cacheHits": self.results.hits,
+            "positionEncoding": self.documents.encoding,
+        }
+
+    def record_fill(self, feature: str, job, fill) -> None:
+        self.host.latencies.record(feature, fill.latency_ms)
+        self.notify_threadsafe("dg/status", {"state": self.host.state, "message": self.host.message, "lastLatencyMs": round(fill.latency_ms, 1)})
+
+    def draft_reporter(self, job, token):
+        return None
+
+    # --- Workspace ----------------------------------------------------------------------------
+
+    def set_workspace_folders(self, params: types.InitializeParams) -> None:
+        uris = [f.uri for f in params.workspace_folders or []] or ([params.root_uri] if params.root_uri else [])
+        self.folders = [p.resolve() for p in (uri_path(u) for u in uris) if p is not None]
+
+    def in_workspace(self, uri: str) -> bool:
+        return inside(uri, self.folders)
+
+    def workspace_snapshots(self):
+        snaps = (self.documents.snapshot(u) for u in self.documents.uris())
+        return [s for s in snaps if s is not None and self.in_workspace(s.uri)]
+
+    def on_document_changed(self, uri: str, changes) -> None:
+        pass
+
+    # --- Messages -------------------------------------------------------------------------------
+
+    def notify_threadsafe(self, method: str, params) -> None:
+        if self.loop is None or self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self._notify, method, params)
+
+    def _notify(self, method: str, params) -> None:
+        try:
+            self.protocol.notify(method, params)
+        except Exception:
+            log.debug("could not send %s", method, exc_info=True)
+
+    def show_message_threadsafe(self, message: str, kind: types.MessageType) -> None:
+        self.notify_threadsafe(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(kind, message))
+
+    def show_warning(self, message: str) -> None:
+        log.warning(message)
+        self.show_message_threadsafe(message, types.MessageType.Warning)
+
+    def log_once(self, message: str) -> None:
+        if message not in self._logged:
+            self._logged.add(message)
+            log.info(message)
+            self.notify_threadsafe(types.WINDOW_LOG_MESSAGE, types.LogMessageParams(types.MessageType.Info, message))
+
+    def log_debug(self, message: str) -> None:
+        log.debug(message)
+
+    # --- Process ------------------------------------------------------------------------------
+
+    def watch_parent(self, pid: int | None) -> None:
+        """Exit when the editor's process dies, so an orphaned server never holds the model."""
+        if not pid or pid == os.getpid():
+            return
+
+        def watch() -> None:
+            while True:
+                time.sleep(0.5)
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    log.info("the editor (pid %s) is gone; exiting", pid)
+                    os._exit(0)
+                except PermissionError:
+                    pass
+
+        threading.Thread(target=watch, name="dg-parent-watch", daemon=True).start()
+
+    def release(self) -> None:
+        self.scheduler.shutdown()
+        self.host.engine = None
+
+
+def _engine_dict(config: EngineConfig) -> dict:
+    return {k: getattr(config, k) for k in ("model", "device", "dtype", "quantization", "canvas_length", "max_steps", "threads") if getattr(config, k) != getattr(EngineConfig(), k)}
+
+
+def _loop_handler(server: DgServer, route: Route):
+    def handler(params):
+        if server.loop is None:
+            server.loop = asyncio.get_running_loop()
+        return route.handler(server, params)
+
+    return handler
+
+
+async def run_worker_feature(server: DgServer, route: Route, *args):
+    """prepare on the loop, compute on the worker (cancellable), finish on the loop."""
+    feature: WorkerFeature = route.handler
+    job = feature.prepare(server, *args)
+    if isinstance(job, Ready):
+        return job.value
+    key = feature.key(job) if (route.policy is Policy.LATEST and feature.key) else None
+    try:
+        result = await server.scheduler.run(lambda token: feature.compute(server, job, token), supersedes=key)
+    except Cancelled as exc:
+        raise JsonRpcRequestCancelled(str(exc)) from None
+    except OutOfMemoryError as exc:
+        server.show_warning(f"dg-lsp: {exc}; this request was dropped, the model stays loaded")
+        result = None
+    return await feature.finish(server, job, result)
+
+
+def register(server: DgServer) -> None:
+    for route in ROUTES:
+        if route.policy is Policy.LOOP:
+            server.feature(route.method, route.options)(_loop_handler(server, route))
+        elif route.method == types.WORKSPACE_EXECUTE_COMMAND:
+            from .features.commands import COMMANDS
+
+            for name in COMMANDS:
+                async def command(*args, _name=name, _route=route):
+                    return await run_worker_feature(server, _route, _name, list(args))
+
+                server.command(name)(command)
+        else:
+            async def worker(params, _route=route):
+                return await run_worker_feature(server, _route, params)
+
+            server.feature(route.method, route.options)(worker)
+
+
+def build_server(engine_override: EngineConfig | None = None, loader=None) -> DgServer:
+    server = DgServer(engine_override, loader)
+    register(server)
+    return server
+
+
+def serve(config: EngineConfig | None = None, tcp: str | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("DG_LSP_LOG", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    override = config if config is not None and config != EngineConfig() else None
+    server = build_server(override)
+    if override is not None:
+        server.settings = server.settings.update(_engine_dict(override))[0]
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0
