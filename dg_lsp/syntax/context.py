@@ -1,0 +1,320 @@
+"""The text a model sees around a hole: a prefix and a suffix cut to token budgets.
+
+A model's context window is small next to a source file, so the text before and after the hole
+must be cut.  Cutting mid-statement confuses a model, so cuts fall on syntactic boundaries (the
+start of a sibling statement on the way from the hole to the root of the tree) or, failing that,
+on line boundaries.  The imports and the signatures of the enclosing functions and classes say a
+lot about what belongs in the hole, so when they were cut off they are put back in front of the
+prefix, in document order, while the budget allows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import tree_sitter
+
+from .kinds import HoleKind, classify, hole_indent
+from .languages import LanguageSpec
+from .lines import after_line, detect_indent_unit, line_end, line_start
+from .tree import DocumentTree, Utf8Index, node_span, parse
+
+# No tokenizer turns more than this many characters into one token; used to bound the search.
+_MAX_CHARS_PER_TOKEN = 32
+_WORDS = re.compile(r"\w+|[^\w\s]|\s+")
+
+
+def approx_tokens(text: str) -> int:
+    """A tokenizer-free token estimate (words, punctuation and whitespace runs), for tests."""
+    return len(_WORDS.findall(text))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How many tokens of context to keep before and after the hole."""
+
+    prefix_tokens: int = 1536
+    suffix_tokens: int = 512
+
+
+@dataclass(frozen=True)
+class HoleContext:
+    """A hole and the text around it, ready to be turned into a model prompt.
+
+    `prefix` ends with the hole line's text before the cursor and `suffix` starts with the rest of
+    the line, so the line is never split.  `prefix_start`/`suffix_end` are the document offsets
+    where the contiguous parts of the prefix and suffix begin and end; the prefix may additionally
+    start with imports and signatures taken from before `prefix_start`.
+    """
+
+    prefix: str
+    suffix: str
+    kind: HoleKind
+    start: int
+    end: int
+    indent: str
+    selected: str = ""
+    indent_unit: str = "    "
+    prefix_start: int = 0
+    suffix_end: int | None = None
+
+    @property
+    def line_before(self) -> str:
+        """The hole line's text before the hole."""
+        return self.prefix[self.prefix.rfind("\n") + 1 :]
+
+    @property
+    def line_after(self) -> str:
+        """The hole line's text after the hole."""
+        newline = self.suffix.find("\n")
+        return self.suffix if newline < 0 else self.suffix[:newline]
+
+
+class _Counter:
+    """Memoises token counts of document slices, since the cut search asks for some twice."""
+
+    def __init__(self, text: str, count: Callable[[str], int]) -> None:
+        self._text = text
+        self._count = count
+        self._cache: dict[tuple[int, int], int] = {}
+
+    def __call__(self, start: int, end: int) -> int:
+        key = (start, end)
+        if key not in self._cache:
+            self._cache[key] = self._count(self._text[start:end]) if end > start else 0
+        return self._cache[key]
+
+
+def _line_starts(text: str, low: int, high: int) -> list[int]:
+    """Starts of the lines beginning in [low, high], ascending."""
+    starts = [0] if low == 0 else []
+    position = text.find("\n", max(low - 1, 0))
+    while position != -1 and position + 1 <= high:
+        if position + 1 >= low:
+            starts.append(position + 1)
+        position = text.find("\n", position + 1)
+    return starts
+
+
+def _line_ends(text: str, low: int, high: int) -> list[int]:
+    """Offsets just past each newline in [low, high], plus len(text) when in range, ascending."""
+    ends = []
+    position = text.find("\n", max(low - 1, 0))
+    while position != -1 and position + 1 <= high:
+        if position + 1 >= low:
+            ends.append(position + 1)
+        position = text.find("\n", position + 1)
+    if low <= len(text) <= high and (not ends or ends[-1] != len(text)):
+        ends.append(len(text))
+    return ends
+
+
+def _ancestors(root: tree_sitter.Node, start_byte: int, end_byte: int) -> list[tree_sitter.Node]:
+    """The smallest node spanning the byte range and all its ancestors, innermost first."""
+    node = root.descendant_for_byte_range(start_byte, end_byte)
+    chain = []
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    return chain
+
+
+def _syntactic_cuts(
+    text: str, chain: list[tree_sitter.Node], index: Utf8Index, start: int, end: int
+) -> tuple[set[int], set[int]]:
+    """Line starts before the hole and line ends after it where a sibling statement begins/ends."""
+    start_byte, end_byte = index.to_byte(start), index.to_byte(end)
+    before: set[int] = set()
+    after: set[int] = set()
+    for node in chain:
+        if node.start_byte < start_byte:
+            before.add(index.to_str(node.start_byte))
+        if node.end_byte > end_byte:
+            after.add(index.to_str(node.end_byte))
+        for child in node.named_children:
+            if child.end_byte <= start_byte:
+                before.add(index.to_str(child.start_byte))
+            elif child.start_byte >= end_byte:
+                after.add(index.to_str(child.end_byte))
+    starts = {line_start(text, o) for o in before if not text[line_start(text, o) : o].strip()}
+    ends = {after_line(text, o) for o in after if not text[o : line_end(text, o)].strip()}
+    return starts, ends
+
+
+def _fitting_start(candidates: list[int], start: int, limit: int, count: _Counter) -> int:
+    """The smallest candidate c (ascending list) with count(c, start) <= limit; else the last one."""
+    low, high = 0, len(candidates) - 1
+    best = candidates[-1]
+    while low <= high:
+        middle = (low + high) // 2
+        if count(candidates[middle], start) <= limit:
+            best, high = candidates[middle], middle - 1
+        else:
+            low = middle + 1
+    return best
+
+
+def _fitting_end(candidates: list[int], end: int, limit: int, count: _Counter) -> int:
+    """The largest candidate e (ascending list) with count(end, e) <= limit; else the first one."""
+    low, high = 0, len(candidates) - 1
+    best = candidates[0]
+    while low <= high:
+        middle = (low + high) // 2
+        if count(end, candidates[middle]) <= limit:
+            best, low = candidates[middle], middle + 1
+        else:
+            high = middle - 1
+    return best
+
+
+def _cut_prefix(
+    text: str, start: int, syntactic: set[int] | None, limit: int, count: _Counter
+) -> int:
+    """Where the kept prefix begins: a syntactic boundary if that keeps enough, else a line start."""
+    floor = line_start(text, start)
+    window = max(0, start - limit * _MAX_CHARS_PER_TOKEN)
+    lines = _line_starts(text, window, floor)
+    if not lines or lines[-1] != floor:
+        lines.append(floor)
+    if lines[0] == 0 and count(0, start) <= limit:
+        return 0
+    if syntactic is not None:
+        candidates = sorted({c for c in syntactic if window <= c <= floor} | {floor})
+        chosen = _fitting_start(candidates, start, limit, count)
+        # A syntactic cut that throws away more than half the budget loses too much context.
+        if count(chosen, start) * 2 >= limit:
+            return chosen
+    return _fitting_start(lines, start, limit, count)
+
+
+def _cut_suffix(text: str, end: int, syntactic: set[int] | None, limit: int, count: _Counter) -> int:
+    """Where the kept suffix ends, by the same rules as `_cut_prefix`."""
+    ceiling = after_line(text, end)
+    window = min(len(text), end + limit * _MAX_CHARS_PER_TOKEN)
+    lines = [e for e in _line_ends(text, ceiling, window) if e >= ceiling] or [ceiling]
+    if lines[0] != ceiling:
+        lines.insert(0, ceiling)
+    if lines[-1] == len(text) and count(end, len(text)) <= limit:
+        return len(text)
+    if syntactic is not None:
+        candidates = sorted({c for c in syntactic if ceiling <= c <= window} | {ceiling})
+        chosen = _fitting_end(candidates, end, limit, count)
+        if count(end, chosen) * 2 >= limit:
+            return chosen
+    return _fitting_end(lines, end, limit, count)
+
+
+def _signature_spans(
+    text: str, chain: list[tree_sitter.Node], index: Utf8Index, spec: LanguageSpec
+) -> list[tuple[int, int]]:
+    """Line ranges of the enclosing functions' and classes' headers, innermost first."""
+    spans = []
+    for node in chain:
+        body = node.child_by_field_name("body")
+        if node.type not in spec.scope_types or body is None:
+            continue
+        outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
+        begin = line_start(text, index.to_str(outer.start_byte))
+        body_start = index.to_str(body.start_byte)
+        if text.startswith("{", body_start) or body.prev_sibling is None:
+            finish = after_line(text, body_start)
+        else:
+            header_end = index.to_str(body.prev_sibling.end_byte)
+            finish = after_line(text, max(begin, header_end - 1))
+        spans.append((begin, finish))
+    return spans
+
+
+def _import_spans(
+    text: str, root: tree_sitter.Node, index: Utf8Index, spec: LanguageSpec
+) -> list[tuple[int, int]]:
+    """Line ranges of the top-level import statements, in document order."""
+    spans = []
+    for child in root.named_children:
+        if child.type in spec.import_types:
+            begin, finish = node_span(child, index)
+            spans.append((line_start(text, begin), after_line(text, max(begin, finish - 1))))
+    return spans
+
+
+def _choose_headers(
+    spans: Iterable[tuple[int, int]], cut: int, limit: int, count: _Counter
+) -> list[tuple[int, int]]:
+    """The header spans (clipped to the cut) that fit in `limit` tokens, by priority order."""
+    chosen: list[tuple[int, int]] = []
+    used = 0
+    for begin, finish in spans:
+        finish = min(finish, cut)
+        if begin >= finish or any(b <= begin < f for b, f in chosen):
+            continue
+        cost = count(begin, finish)
+        if used + cost <= limit:
+            chosen.append((begin, finish))
+            used += cost
+    return sorted(chosen)
+
+
+def _tree_for(text: str, spec: LanguageSpec, tree: DocumentTree | None) -> tuple[tree_sitter.Tree, Utf8Index]:
+    """Reuse the caller's up-to-date tree when it matches the text, else parse."""
+    if tree is not None and tree.spec == spec and tree.text == text:
+        return tree.tree, tree.index
+    return parse(text, spec), Utf8Index(text)
+
+
+def extract_context(
+    text: str,
+    start: int,
+    end: int,
+    spec: LanguageSpec | None,
+    budget: Budget = Budget(),
+    count_tokens: Callable[[str], int] = approx_tokens,
+    *,
+    kind: HoleKind | None = None,
+    tree: DocumentTree | None = None,
+) -> HoleContext:
+    """The hole at text[start:end] with its prefix and suffix cut to the budget.
+
+    `kind` overrides the classification (the rewrite feature passes PARAGRAPH); `tree` lets a
+    caller that keeps a `DocumentTree` skip the parse.  Without a spec, cuts fall on lines.
+    """
+    if not 0 <= start <= end <= len(text):
+        raise ValueError(f"hole {start}..{end} outside a text of length {len(text)}")
+    hole_kind = kind if kind is not None else classify(text, start, end, spec)
+    unit = detect_indent_unit(text, spec.default_indent if spec is not None else "    ")
+    count = _Counter(text, count_tokens)
+    chain: list[tree_sitter.Node] = []
+    before_cuts = after_cuts = None
+    index = None
+    if spec is not None:
+        parsed, index = _tree_for(text, spec, tree)
+        chain = _ancestors(parsed.root_node, index.to_byte(start), index.to_byte(end))
+        before_cuts, after_cuts = _syntactic_cuts(text, chain, index, start, end)
+    cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens, count)
+    headers: list[tuple[int, int]] = []
+    if spec is not None and index is not None and cut > 0:
+        spans = _signature_spans(text, chain, index, spec) + _import_spans(text, chain[-1], index, spec)
+        # Headers may use half the budget; the cut is recomputed until the choice is stable.
+        for _ in range(3):
+            chosen = _choose_headers(spans, cut, budget.prefix_tokens // 2, count)
+            if chosen == headers:
+                break
+            headers = chosen
+            spent = sum(count(b, f) for b, f in headers)
+            cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens - spent, count)
+        headers = [(b, min(f, cut)) for b, f in headers if b < cut]
+    suffix_end = _cut_suffix(text, end, after_cuts, budget.suffix_tokens, count)
+    prefix = "".join(text[b:f] for b, f in headers) + text[cut:start]
+    return HoleContext(
+        prefix=prefix,
+        suffix=text[end:suffix_end],
+        kind=hole_kind,
+        start=start,
+        end=end,
+        indent=hole_indent(text, start, hole_kind, spec, unit),
+        selected=text[start:end],
+        indent_unit=unit,
+        prefix_start=cut,
+        suffix_end=suffix_end,
+    )
