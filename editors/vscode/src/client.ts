@@ -3,11 +3,19 @@
 //
 // The client is recreated rather than restarted in place when settings such as the command or the
 // language list change, because both are baked into a LanguageClient when it is constructed.
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import * as vscode from 'vscode';
 import {
+  CloseAction,
+  type CloseHandlerResult,
   DidChangeConfigurationNotification,
+  ErrorAction,
+  type ErrorHandler,
+  type ErrorHandlerResult,
   type Executable,
   LanguageClient,
   type LanguageClientOptions,
@@ -43,7 +51,6 @@ export class ServerManager implements vscode.Disposable {
   // Shared by concurrent callers (several documents opening at once, a command racing activation)
   // so only one server process is ever started.
   private pending: Promise<LanguageClient | undefined> | undefined;
-  private stopping = false;
   // Set after a failed start or a crash so that opening more files does not spawn (and pop up an
   // error for) the same broken server again and again; an explicit command, a restart or a change
   // of the server settings clears it.
@@ -100,23 +107,15 @@ export class ServerManager implements vscode.Disposable {
 
   async stop(): Promise<void> {
     const client = this.client;
+    // Cleared first: the state listener ignores events from a client that is no longer current,
+    // which is how an intentional stop is told apart from a crash.
     this.client = undefined;
     this.drafts.clear();
     if (!client) {
       return;
     }
-    this.stopping = true;
-    try {
-      // A model-loading server can be slow to answer `shutdown`; do not hang the window on it.
-      if (client.needsStop()) {
-        await client.stop(5000);
-      }
-    } catch (error) {
-      this.output.warn(`Stopping the server failed: ${errorText(error)}`);
-    } finally {
-      this.stopping = false;
-      this.status.setStopped();
-    }
+    await disposeQuietly(client, this.output);
+    this.status.setStopped();
   }
 
   dispose(): void {
@@ -129,7 +128,7 @@ export class ServerManager implements vscode.Disposable {
       await this.stop();
     }
     this.autoStartBlocked = false;
-    const resolution = resolveServer();
+    const resolution = await resolveServer();
     if (!resolution.ok) {
       this.autoStartBlocked = true;
       this.reportMissing(resolution);
@@ -142,10 +141,18 @@ export class ServerManager implements vscode.Disposable {
     this.client = client;
     try {
       await client.start();
+      if (this.client !== client) {
+        // Stopped (restart, deactivation) while `initialize` was still running: a client that is
+        // starting cannot be stopped, so it is stopped now that it is up, leaving no orphan.
+        await disposeQuietly(client, this.output);
+        return undefined;
+      }
       return client;
     } catch (error) {
       // The process started but died, or `initialize` failed: the server's stderr is in the log.
-      const message = `DG: the language server (${resolution.display}) failed to start: ${errorText(error)}`;
+      const message =
+        `DG: the language server (${resolution.display}) failed to start: ${errorText(error)}. ` +
+        'Its own output is in the DG log.';
       this.output.error(message);
       this.status.setError(`${message}\n\nSee "DG: Show log" for the server's output.`);
       this.autoStartBlocked = true;
@@ -158,14 +165,13 @@ export class ServerManager implements vscode.Disposable {
   }
 
   private create(resolution: Extract<Resolution, { ok: true }>): LanguageClient {
-    const folder = vscode.workspace.workspaceFolders?.[0];
     const executable: Executable = {
       command: resolution.command,
       args: resolution.args,
       // No `transport`: with TransportKind.stdio the client would append `--stdio` to the
       // arguments, which `dg-lsp serve` does not take; stdio is the default without it.
       options: {
-        cwd: folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined,
+        cwd: serverCwd(),
         // Unbuffered so the server's stderr log lines show up in the output channel immediately.
         env: { ...process.env, PYTHONUNBUFFERED: '1' },
       },
@@ -180,6 +186,9 @@ export class ServerManager implements vscode.Disposable {
 
     // Declared before the options object so the middleware below can reach it.
     let client: LanguageClient | undefined;
+    const crashPolicy = new CrashPolicy();
+    // Set by the first `dg/status`; from then on the server's own report is shown, not ours.
+    let serverReported = false;
     const options: LanguageClientOptions = {
       documentSelector: selector,
       outputChannel: this.output,
@@ -192,14 +201,39 @@ export class ServerManager implements vscode.Disposable {
           // `server.*` keys. Sending the cleaned object instead gives the server exactly the shape
           // it already got as initializationOptions, wrapped as `{ settings: { dgLsp: ... } }`.
           didChangeConfiguration: async () => {
-            await client?.sendNotification(DidChangeConfigurationNotification.type, {
-              settings: { [config.SECTION]: config.serverSettings() },
-            });
+            // A change to `server.*` or `languages` restarts the server, and the restart may
+            // already be stopping this client; sending would then try to start it again.
+            if (client?.state !== State.Running) {
+              return;
+            }
+            try {
+              await client.sendNotification(DidChangeConfigurationNotification.type, {
+                settings: { [config.SECTION]: config.serverSettings() },
+              });
+            } catch (error) {
+              // The replacement client sends the new settings as initializationOptions anyway.
+              if (client.state === State.Running) {
+                throw error;
+              }
+            }
           },
         },
       },
       // Retrying a failed `initialize` would reload the model again and again; report it once.
       initializationFailedHandler: () => false,
+      errorHandler: crashPolicy,
+      // The client logs every stderr line as an error, but a Python server writes all of its
+      // logging to stderr; keep the levels it printed so the log stays readable.
+      stdioOptions: {
+        stdout: (input, channel) => forwardLines(input, (line) => channel.info(line)),
+        stderr: (input, channel) => {
+          let level = logLevelOf('');
+          forwardLines(input, (line) => {
+            level = logLevelOf(line, level);
+            channel[level](line);
+          });
+        },
+      },
     };
 
     client = new LanguageClient(CLIENT_ID, CLIENT_NAME, executable, options);
@@ -207,6 +241,7 @@ export class ServerManager implements vscode.Disposable {
 
     created.onNotification(StatusNotification, (params: unknown) => {
       if (isStatusParams(params)) {
+        serverReported = true;
         this.status.update(params);
       }
     });
@@ -228,10 +263,17 @@ export class ServerManager implements vscode.Disposable {
         return;
       }
       if (event.newState === State.Running && event.oldState !== State.Running) {
-        // Until the server sends `dg/status` all we know is that the connection is up.
-        this.status.update({ state: 'ready', message: 'Connected to the dg-lsp server.' });
-      } else if (event.newState === State.Stopped && !this.stopping) {
-        // The client already retried a few times before giving up; say so instead of going quiet.
+        // Also after the client's own automatic restart following a crash.
+        this.autoStartBlocked = false;
+        crashPolicy.markRunning();
+        // Until the server sends `dg/status` all we know is that the connection is up. (The
+        // notification can be handled before this event, so do not overwrite it.)
+        if (!serverReported) {
+          this.status.update({ state: 'ready', message: 'Connected to the dg-lsp server.' });
+        }
+      } else if (event.newState === State.Stopped) {
+        // The server went away without us asking. The client restarts it a few times on its own
+        // (then this is followed by Running); if it gives up, this error stays.
         this.drafts.clear();
         this.autoStartBlocked = true;
         this.status.setError('The dg-lsp server stopped unexpectedly. See "DG: Show log".');
@@ -271,7 +313,7 @@ const INSTALL_HINT =
  * Decides what to spawn and checks that it exists first. Spawning a missing program only yields a
  * bare ENOENT from deep inside the client, which tells the user nothing about which setting to fix.
  */
-function resolveServer(): Resolution {
+async function resolveServer(): Promise<Resolution> {
   const launch = config.launchSettings();
   if (launch.python) {
     const python = findExecutable(launch.python);
@@ -279,6 +321,13 @@ function resolveServer(): Resolution {
       return {
         ok: false,
         tried: `the Python interpreter \`${launch.python}\` from \`dgLsp.server.python\` was not found`,
+        hint: INSTALL_HINT,
+      };
+    }
+    if ((await probeModule(python)) === 'missing') {
+      return {
+        ok: false,
+        tried: `the Python interpreter \`${python}\` (from \`dgLsp.server.python\`) has no \`dg_lsp\` module`,
         hint: INSTALL_HINT,
       };
     }
@@ -298,6 +347,30 @@ function resolveServer(): Resolution {
   return { ok: true, command, args: launch.args, display: [command, ...launch.args].join(' ') };
 }
 
+/**
+ * Asks the interpreter whether `dg_lsp` is importable, without importing it (which would pull in
+ * torch and take seconds). Anything other than a clear "no" — a timeout, a broken interpreter —
+ * is left for the real start to report, with the server's own output in the log.
+ */
+function probeModule(python: string): Promise<'present' | 'missing' | 'unknown'> {
+  const script = 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec("dg_lsp") else 3)';
+  return new Promise((resolve) => {
+    execFile(python, ['-c', script], { cwd: serverCwd(), timeout: 15_000, windowsHide: true }, (error) => {
+      if (!error) {
+        resolve('present');
+      } else {
+        resolve(error.code === 3 ? 'missing' : 'unknown');
+      }
+    });
+  });
+}
+
+/** The server runs in the first workspace folder, so a `-m dg_lsp` from a checkout works too. */
+function serverCwd(): string | undefined {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  return folder?.uri.scheme === 'file' ? folder.uri.fsPath : undefined;
+}
+
 function hasDirectory(p: string): boolean {
   return p.includes('/') || p.includes('\\');
 }
@@ -312,7 +385,8 @@ export function findExecutable(name: string): string | undefined {
     : [''];
 
   if (path.isAbsolute(name) || hasDirectory(name)) {
-    const base = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? process.cwd();
+    // Relative paths are taken from where the server will run, the first workspace folder.
+    const base = serverCwd() ?? process.cwd();
     const full = path.resolve(base, name);
     return suffixes.map((s) => full + s).find(isExecutableFile);
   }
@@ -340,6 +414,100 @@ function isExecutableFile(file: string): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * What to do when the connection breaks. The client's default handler restarts the server up to
+ * five times in three minutes, each with an error pop-up, even when the server never got as far as
+ * answering `initialize`; a server that cannot start (missing module, bad arguments, model that
+ * fails to load) would then be spawned again and again. Here a server that was never running is
+ * not restarted (the start failure is reported by ServerManager.start), and one that crashes
+ * later is restarted quietly a few times before giving up with one message.
+ */
+class CrashPolicy implements ErrorHandler {
+  private static readonly maxRestarts = 3;
+  private static readonly windowMs = 3 * 60 * 1000;
+  private wasRunning = false;
+  private restarts: number[] = [];
+
+  markRunning(): void {
+    this.wasRunning = true;
+  }
+
+  error(_error: Error, _message: unknown, count: number | undefined): ErrorHandlerResult {
+    if (!this.wasRunning) {
+      return { action: ErrorAction.Shutdown, handled: true };
+    }
+    // A few read/write errors can be transient; persistent ones end the connection.
+    return count !== undefined && count <= 3
+      ? { action: ErrorAction.Continue, handled: true }
+      : { action: ErrorAction.Shutdown, handled: true };
+  }
+
+  closed(): CloseHandlerResult {
+    if (!this.wasRunning) {
+      return { action: CloseAction.DoNotRestart, handled: true };
+    }
+    const now = Date.now();
+    this.restarts = this.restarts.filter((t) => now - t < CrashPolicy.windowMs);
+    this.restarts.push(now);
+    if (this.restarts.length > CrashPolicy.maxRestarts) {
+      return {
+        action: CloseAction.DoNotRestart,
+        message:
+          `DG: the dg-lsp server stopped ${this.restarts.length} times within three minutes and will not ` +
+          'be restarted automatically. See "DG: Show log" for its output, then run "DG: Restart server".',
+      };
+    }
+    return { action: CloseAction.Restart, handled: true };
+  }
+}
+
+type LineLevel = 'error' | 'warn' | 'info' | 'debug';
+
+/**
+ * Level of one stderr line from the server. Lines that name a level (Python's logging does) use
+ * it; indented lines and the lines of a traceback keep the level of the line before, so a
+ * multi-line error is not split across levels.
+ */
+export function logLevelOf(line: string, previous: LineLevel = 'info'): LineLevel {
+  const named = /\b(CRITICAL|FATAL|ERROR|WARNING|WARN|INFO|DEBUG)\b/.exec(line)?.[1];
+  switch (named) {
+    case 'CRITICAL':
+    case 'FATAL':
+    case 'ERROR':
+      return 'error';
+    case 'WARNING':
+    case 'WARN':
+      return 'warn';
+    case 'INFO':
+      return 'info';
+    case 'DEBUG':
+      return 'debug';
+  }
+  if (line.startsWith('Traceback ')) {
+    return 'error';
+  }
+  if (/^\s/.test(line) || /^[A-Za-z_.]+(Error|Exception)\b/.test(line)) {
+    return previous;
+  }
+  return 'info';
+}
+
+function forwardLines(input: Readable, write: (line: string) => void): void {
+  createInterface({ input, crlfDelay: Infinity, terminal: false }).on('line', write);
+}
+
+/** Stops the server (if it runs) and releases the client; a failure is only logged. */
+async function disposeQuietly(client: LanguageClient, output: vscode.LogOutputChannel): Promise<void> {
+  try {
+    // A server busy loading a model can be slow to answer `shutdown`; do not hang on it. The
+    // client kills the process if it has not exited shortly after.
+    await client.dispose(5000);
+  } catch (error) {
+    // Expected for a client whose start failed: there is no connection left to shut down.
+    output.debug(`Disposing the language client: ${errorText(error)}`);
   }
 }
 

@@ -7,10 +7,12 @@ import {
   type LanguageClient,
   LSPErrorCodes,
   ResponseError,
+  State,
 } from 'vscode-languageclient/node';
 
 import { errorText, type ServerManager } from './client';
 import * as config from './config';
+import type { DraftRenderer } from './drafts';
 import { formatLatency } from './status';
 
 export type InfillMode = 'fim' | 'holes' | 'body' | 'rewrite';
@@ -39,6 +41,7 @@ interface ServerStatus {
 export function registerCommands(
   context: vscode.ExtensionContext,
   manager: ServerManager,
+  drafts: DraftRenderer,
   output: vscode.LogOutputChannel,
 ): void {
   const editorCommand = (id: string, run: (editor: vscode.TextEditor) => Promise<void>) =>
@@ -55,7 +58,7 @@ export function registerCommands(
     editorCommand('dgLsp.fillHere', (editor) =>
       // With a selection, the selection is the hole to fill; otherwise the hole is empty and sits
       // at the cursor.
-      infill(manager, editor, 'fim', editor.selection, 'DG: filling in the middle…'),
+      infill(manager, drafts, editor, 'fim', editor.selection, 'DG: filling in the middle…'),
     ),
     editorCommand('dgLsp.fillHoles', (editor) => {
       // The whole document unless the user narrowed it down with a selection.
@@ -63,10 +66,10 @@ export function registerCommands(
       const range = editor.selection.isEmpty
         ? new vscode.Range(document.positionAt(0), document.positionAt(document.getText().length))
         : editor.selection;
-      return infill(manager, editor, 'holes', range, 'DG: filling the holes…');
+      return infill(manager, drafts, editor, 'holes', range, 'DG: filling the holes…');
     }),
     editorCommand('dgLsp.completeBody', (editor) =>
-      infill(manager, editor, 'body', editor.selection, 'DG: completing the body…'),
+      infill(manager, drafts, editor, 'body', editor.selection, 'DG: completing the body…'),
     ),
     editorCommand('dgLsp.rewriteSelection', async (editor) => {
       if (editor.selection.isEmpty) {
@@ -82,14 +85,14 @@ export function registerCommands(
       if (instruction === undefined) {
         return; // Escape: the user changed their mind; an empty string is a valid answer.
       }
-      await infill(manager, editor, 'rewrite', editor.selection, 'DG: rewriting the selection…', instruction.trim());
+      await infill(manager, drafts, editor, 'rewrite', editor.selection, 'DG: rewriting the selection…', instruction.trim());
     }),
     editorCommand('dgLsp.rewriteParagraph', async (editor) => {
       const client = await manager.ensureStarted();
       if (!client) {
         return;
       }
-      await runEdit(client, 'DG: rewriting the paragraph…', 'dg.rewriteParagraph', {
+      await runEdit(client, drafts, 'DG: rewriting the paragraph…', 'dg.rewriteParagraph', {
         uri: client.code2ProtocolConverter.asUri(editor.document.uri),
         position: client.code2ProtocolConverter.asPosition(editor.selection.active),
       });
@@ -107,6 +110,7 @@ export function registerCommands(
 
 async function infill(
   manager: ServerManager,
+  drafts: DraftRenderer,
   editor: vscode.TextEditor,
   mode: InfillMode,
   range: vscode.Range,
@@ -118,7 +122,7 @@ async function infill(
     return;
   }
   const c2p = client.code2ProtocolConverter;
-  await runEdit(client, title, 'dg.infill', {
+  await runEdit(client, drafts, title, 'dg.infill', {
     uri: c2p.asUri(editor.document.uri),
     range: c2p.asRange(range),
     mode,
@@ -127,7 +131,27 @@ async function infill(
   });
 }
 
-async function runEdit(client: LanguageClient, title: string, command: string, argument: object): Promise<void> {
+async function runEdit(
+  client: LanguageClient,
+  drafts: DraftRenderer,
+  title: string,
+  command: string,
+  argument: object,
+): Promise<void> {
+  drafts.reset();
+  try {
+    await runEditWithProgress(client, title, command, argument);
+  } finally {
+    drafts.reset();
+  }
+}
+
+async function runEditWithProgress(
+  client: LanguageClient,
+  title: string,
+  command: string,
+  argument: object,
+): Promise<void> {
   // The notification's Cancel button is wired to the request's token, so cancelling sends
   // $/cancelRequest and the server can stop denoising instead of finishing work nobody wants.
   await vscode.window.withProgress(
@@ -140,7 +164,13 @@ async function runEdit(client: LanguageClient, title: string, command: string, a
         if (token.isCancellationRequested || isCancellation(error)) {
           return;
         }
-        void vscode.window.showErrorMessage(`DG: ${command} failed: ${errorText(error)}`);
+        const what = title.replace(/…$/, '');
+        // A dropped connection reports only "pending response rejected"; say what happened.
+        const why =
+          client.state === State.Running
+            ? errorText(error)
+            : 'the server stopped while working on it (see "DG: Show log")';
+        void vscode.window.showErrorMessage(`${what} failed: ${why}`);
         return;
       }
       if (token.isCancellationRequested) {

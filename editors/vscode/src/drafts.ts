@@ -93,6 +93,16 @@ export class DraftRenderer implements vscode.Disposable {
     this.redraw();
   }
 
+  /**
+   * Forgets dismissals and hides any draft; called when a fill command starts and ends, so a fill
+   * whose final notification never came (cancelled, server restarted) cannot leave a stale draft
+   * on screen or keep suppressing drafts at that position.
+   */
+  reset(): void {
+    this.dismissed = undefined;
+    this.clear();
+  }
+
   clear(): void {
     this.current = undefined;
     if (this.shown) {

@@ -19,7 +19,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const server = manager;
   context.subscriptions.push(output, status, drafts, server);
 
-  registerCommands(context, server, output);
+  registerCommands(context, server, drafts, output);
   updateLanguageContext();
 
   const wanted = (document: vscode.TextDocument) =>
