@@ -23,7 +23,7 @@ STATE = "state.json"
 
 def _params(model) -> dict[str, torch.Tensor]:
     # named_parameters drops tied duplicates, so each shared tensor is stored once.
-    return {name: p.detach().contiguous() for name, p in model.named_parameters()}
+    return {name: p.detach().cpu().contiguous() for name, p in model.named_parameters()}
 
 
 def save_checkpoint(directory: Path, model, optimizer: torch.optim.Optimizer, state: dict) -> None:
