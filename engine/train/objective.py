@@ -43,7 +43,8 @@ class Batch:
     prompt_lengths: torch.Tensor  # [B]
 
     def to(self, device: torch.device | str) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.input_ids, self.attention_mask, self.position_ids, self.canvas, self.prompt_lengths)))
+        tensors = (self.input_ids, self.attention_mask, self.position_ids, self.canvas, self.prompt_lengths)
+        return Batch(*(t.to(device) for t in tensors))
 
     @property
     def num_tokens(self) -> int:
@@ -112,7 +113,8 @@ def canvas_weights(canvas: torch.Tensor, end_id: int, pad_weight: float) -> torc
     """1 up to and including <fim_end>, `pad_weight` on the padding after it."""
     is_end = (canvas == end_id).long()
     after_end = (torch.cumsum(is_end, dim=1) - is_end) > 0  # [B, C]
-    return torch.where(after_end, torch.full_like(canvas, 0, dtype=torch.float) + pad_weight, torch.ones_like(canvas, dtype=torch.float))
+    pad = torch.full_like(canvas, pad_weight, dtype=torch.float)
+    return torch.where(after_end, pad, torch.ones_like(pad))  # [B, C]
 
 
 def corrupt(canvas: torch.Tensor, vocab_size: int, min_noise: float, generator: torch.Generator) -> torch.Tensor:
