@@ -215,7 +215,9 @@ async function showStatus(manager: ServerManager, output: vscode.LogOutputChanne
   const client = manager.running;
   let items: StatusItem[];
   if (!client) {
-    items = [{ label: '$(circle-slash) Not running', detail: 'The dg-lsp server is not running. Restart it or check the log.' }];
+    items = manager.active
+      ? [{ label: '$(loading~spin) Starting', detail: 'The dg-lsp server is starting; ask again in a moment.' }]
+      : [{ label: '$(circle-slash) Not running', detail: 'The dg-lsp server is not running. Restart it or check the log.' }];
   } else {
     try {
       const status = await vscode.window.withProgress(
