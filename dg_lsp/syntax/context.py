@@ -18,7 +18,15 @@ import tree_sitter
 
 from .kinds import HoleKind, classify, hole_indent
 from .languages import LanguageSpec
-from .lines import after_line, detect_indent_unit, line_end, line_start
+from .lines import (
+    after_line,
+    detect_indent_unit,
+    indent_width,
+    leading_ws,
+    line_end,
+    line_start,
+    line_text,
+)
 from .tree import DocumentTree, Utf8Index, node_span, parse
 
 # No tokenizer turns more than this many characters into one token; used to bound the search.
@@ -119,6 +127,41 @@ def _ancestors(root: tree_sitter.Node, start_byte: int, end_byte: int) -> list[t
         chain.append(node)
         node = node.parent
     return chain
+
+
+def _scope_chain(
+    text: str,
+    root: tree_sitter.Node,
+    index: Utf8Index,
+    start: int,
+    end: int,
+    spec: LanguageSpec,
+    indent: str,
+) -> list[tree_sitter.Node]:
+    """The hole's ancestors, innermost first, including blocks the hole ends by indentation.
+
+    In an indentation-based language a hole on a blank line after a body's last statement lies
+    outside that body's node, yet belongs to it when it is indented deeper than the body's header;
+    those nodes are found from the last code character before the hole.
+    """
+    chain = _ancestors(root, index.to_byte(start), index.to_byte(end))
+    code_end = len(text[:start].rstrip())
+    if not spec.offside or code_end == 0 or text[code_end:start].strip():
+        return chain
+    column = indent_width(indent)
+    inner = []
+    for node in _ancestors(root, index.to_byte(code_end - 1), index.to_byte(code_end)):
+        if node in chain:
+            break
+        header = line_text(text, index.to_str(node.start_byte))
+        if node.type in spec.scope_types and indent_width(leading_ws(header)) < column:
+            inner.append(node)
+        elif node.type in spec.block_types and node.parent is not None:
+            # Blocks carry the sibling statements that are the natural places to cut.
+            parent_header = line_text(text, index.to_str(node.parent.start_byte))
+            if indent_width(leading_ws(parent_header)) < column:
+                inner.append(node)
+    return inner + chain
 
 
 def _syntactic_cuts(
@@ -287,9 +330,10 @@ def extract_context(
     chain: list[tree_sitter.Node] = []
     before_cuts = after_cuts = None
     index = None
+    indent = hole_indent(text, start, hole_kind, spec, unit)
     if spec is not None:
         parsed, index = _tree_for(text, spec, tree)
-        chain = _ancestors(parsed.root_node, index.to_byte(start), index.to_byte(end))
+        chain = _scope_chain(text, parsed.root_node, index, start, end, spec, indent)
         before_cuts, after_cuts = _syntactic_cuts(text, chain, index, start, end)
     cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens, count)
     headers: list[tuple[int, int]] = []
@@ -312,7 +356,7 @@ def extract_context(
         kind=hole_kind,
         start=start,
         end=end,
-        indent=hole_indent(text, start, hole_kind, spec, unit),
+        indent=indent,
         selected=text[start:end],
         indent_unit=unit,
         prefix_start=cut,
