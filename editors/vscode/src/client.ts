@@ -3,7 +3,7 @@
 //
 // The client is recreated rather than restarted in place when settings such as the command or the
 // language list change, because both are baked into a LanguageClient when it is constructed.
-import { execFile } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -16,7 +16,6 @@ import {
   ErrorAction,
   type ErrorHandler,
   type ErrorHandlerResult,
-  type Executable,
   LanguageClient,
   type LanguageClientOptions,
   NotificationType,
@@ -55,6 +54,12 @@ export class ServerManager implements vscode.Disposable {
   // error for) the same broken server again and again; an explicit command, a restart or a change
   // of the server settings clears it.
   private autoStartBlocked = false;
+  // The server process of each client (replaced when the client restarts a crashed server).
+  private readonly children = new WeakMap<LanguageClient, ChildProcess>();
+  private queuedRestart: Promise<LanguageClient | undefined> | undefined;
+  private currentRestart: Promise<LanguageClient | undefined> | undefined;
+  // Bumped by every stop; a start that finds it changed was cancelled while it was in progress.
+  private generation = 0;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -79,9 +84,13 @@ export class ServerManager implements vscode.Disposable {
       return Promise.resolve(running);
     }
     if (!this.pending) {
-      this.pending = this.start().finally(() => {
-        this.pending = undefined;
+      const pending: Promise<LanguageClient | undefined> = this.start().finally(() => {
+        // Only clear our own promise; a restart may already have put a newer one in its place.
+        if (this.pending === pending) {
+          this.pending = undefined;
+        }
       });
+      this.pending = pending;
     }
     return this.pending;
   }
@@ -98,14 +107,44 @@ export class ServerManager implements vscode.Disposable {
     this.autoStartBlocked = false;
   }
 
-  async restart(): Promise<LanguageClient | undefined> {
-    this.autoStartBlocked = false;
-    await this.pending?.catch(() => undefined);
-    await this.stop();
-    return this.ensureStarted();
+  /**
+   * Restarts the server with the current settings. Requests that arrive before the restart has
+   * read the settings share it (editing two settings in a row restarts once); one that arrives
+   * later waits for it and then restarts again, so the newest settings always win.
+   */
+  restart(): Promise<LanguageClient | undefined> {
+    if (this.queuedRestart) {
+      return this.queuedRestart;
+    }
+    const previous = this.currentRestart;
+    const queued = (async () => {
+      await previous?.catch(() => undefined);
+      this.autoStartBlocked = false;
+      // Give a start in progress a moment to finish so it can be shut down cleanly, but do not
+      // wait on it indefinitely: a server stuck in `initialize` is a likely reason to restart.
+      if (this.pending) {
+        await Promise.race([this.pending.catch(() => undefined), delay(3000)]);
+      }
+      this.queuedRestart = undefined;
+      const current = this.stop().then(() => this.ensureStarted());
+      this.currentRestart = current;
+      try {
+        return await current;
+      } finally {
+        if (this.currentRestart === current) {
+          this.currentRestart = undefined;
+        }
+      }
+    })();
+    this.queuedRestart = queued;
+    return queued;
   }
 
   async stop(): Promise<void> {
+    // Anything still starting belongs to an older generation from now on and will give up (see
+    // start), which is how a stop during startup leaves no server behind.
+    this.generation++;
+    this.pending = undefined;
     const client = this.client;
     // Cleared first: the state listener ignores events from a client that is no longer current,
     // which is how an intentional stop is told apart from a crash.
@@ -114,7 +153,7 @@ export class ServerManager implements vscode.Disposable {
     if (!client) {
       return;
     }
-    await disposeQuietly(client, this.output);
+    await this.shutDown(client);
     this.status.setStopped();
   }
 
@@ -127,8 +166,13 @@ export class ServerManager implements vscode.Disposable {
     if (this.client) {
       await this.stop();
     }
+    const generation = this.generation;
+    const superseded = () => generation !== this.generation;
     this.autoStartBlocked = false;
     const resolution = await resolveServer();
+    if (superseded()) {
+      return undefined;
+    }
     if (!resolution.ok) {
       this.autoStartBlocked = true;
       this.reportMissing(resolution);
@@ -141,14 +185,17 @@ export class ServerManager implements vscode.Disposable {
     this.client = client;
     try {
       await client.start();
-      if (this.client !== client) {
-        // Stopped (restart, deactivation) while `initialize` was still running: a client that is
-        // starting cannot be stopped, so it is stopped now that it is up, leaving no orphan.
-        await disposeQuietly(client, this.output);
+      if (superseded()) {
+        // Stopped (restart, deactivation) while `initialize` was still running. A client that is
+        // starting cannot be stopped, so it is stopped now that it is up.
+        await this.shutDown(client);
         return undefined;
       }
       return client;
     } catch (error) {
+      if (superseded()) {
+        return undefined; // Failed because it was being stopped: nothing to report.
+      }
       // The process started but died, or `initialize` failed: the server's stderr is in the log.
       const message =
         `DG: the language server (${resolution.display}) failed to start: ${errorText(error)}. ` +
@@ -156,26 +203,79 @@ export class ServerManager implements vscode.Disposable {
       this.output.error(message);
       this.status.setError(`${message}\n\nSee "DG: Show log" for the server's output.`);
       this.autoStartBlocked = true;
-      if (this.client === client) {
-        this.client = undefined;
-      }
+      this.client = undefined;
       void this.offerFixes(message, true);
       return undefined;
     }
   }
 
+  /**
+   * Ends a client and its server. A running server gets the LSP `shutdown`/`exit` handshake, with
+   * a kill as the fallback; one still starting is killed, which makes its start fail, and the
+   * superseded start() then reports nothing.
+   */
+  private async shutDown(client: LanguageClient): Promise<void> {
+    const child = this.children.get(client);
+    if (client.state === State.Starting) {
+      // Disposing a starting client would only mark it disposed and make its pending start throw
+      // confusing errors; ending the process is what actually stops it.
+      if (child) {
+        terminate(child, 0);
+      }
+      return;
+    }
+    try {
+      // A server busy with a model can be slow to answer `shutdown`; do not hang on it.
+      await client.dispose(5000);
+    } catch (error) {
+      // Expected for a client whose start failed: there is no connection left to shut down.
+      this.output.debug(`Disposing the language client: ${errorText(error)}`);
+    }
+    if (child) {
+      // It should exit by itself after `exit`; if it does not, it is ended.
+      terminate(child, 2000);
+    }
+  }
+
   private create(resolution: Extract<Resolution, { ok: true }>): LanguageClient {
-    const executable: Executable = {
-      command: resolution.command,
-      args: resolution.args,
-      // No `transport`: with TransportKind.stdio the client would append `--stdio` to the
-      // arguments, which `dg-lsp serve` does not take; stdio is the default without it.
-      options: {
-        cwd: serverCwd(),
-        // Unbuffered so the server's stderr log lines show up in the output channel immediately.
-        env: { ...process.env, PYTHONUNBUFFERED: '1' },
-      },
-    };
+    // Assigned once constructed; declared first because the spawn function and the middleware
+    // below refer to it (they only run after construction).
+    let client: LanguageClient | undefined;
+
+    // The process is spawned here rather than by the client (an `Executable`) so that this class
+    // holds the ChildProcess: a client that is still starting cannot be stopped through the
+    // client API, and a server hung in `initialize` (loading a model, say) would otherwise be left
+    // running. See `shutDown`.
+    const spawnServer = (): Promise<ChildProcess> =>
+      new Promise((resolve, reject) => {
+        const child = spawn(resolution.command, resolution.args, {
+          cwd: serverCwd(),
+          // Unbuffered so the server's log lines reach the output channel as they are written.
+          env: { ...process.env, PYTHONUNBUFFERED: '1' },
+          stdio: 'pipe',
+          windowsHide: true,
+        });
+        let spawned = false;
+        // Kept for the process's lifetime: an 'error' event without a listener would throw.
+        child.on('error', (error) => {
+          if (spawned) {
+            this.output.warn(`Server process ${child.pid}: ${error.message}`);
+          } else {
+            reject(error);
+          }
+        });
+        child.once('spawn', () => {
+          spawned = true;
+          if (client) {
+            this.children.set(client, child);
+          }
+          resolve(child);
+        });
+        child.once('exit', (code, signal) => {
+          const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+          this.output[code === 0 || signal === 'SIGTERM' ? 'info' : 'warn'](`Server process ${child.pid} ${how}.`);
+        });
+      });
 
     const selector = config
       .languages()
@@ -184,8 +284,6 @@ export class ServerManager implements vscode.Disposable {
         { scheme: 'untitled', language },
       ]);
 
-    // Declared before the options object so the middleware below can reach it.
-    let client: LanguageClient | undefined;
     const crashPolicy = new CrashPolicy();
     // Set by the first `dg/status`; from then on the server's own report is shown, not ours.
     let serverReported = false;
@@ -236,7 +334,7 @@ export class ServerManager implements vscode.Disposable {
       },
     };
 
-    client = new LanguageClient(CLIENT_ID, CLIENT_NAME, executable, options);
+    client = new LanguageClient(CLIENT_ID, CLIENT_NAME, spawnServer, options);
     const created = client;
 
     created.onNotification(StatusNotification, (params: unknown) => {
@@ -499,16 +597,24 @@ function forwardLines(input: Readable, write: (line: string) => void): void {
   createInterface({ input, crlfDelay: Infinity, terminal: false }).on('line', write);
 }
 
-/** Stops the server (if it runs) and releases the client; a failure is only logged. */
-async function disposeQuietly(client: LanguageClient, output: vscode.LogOutputChannel): Promise<void> {
-  try {
-    // A server busy loading a model can be slow to answer `shutdown`; do not hang on it. The
-    // client kills the process if it has not exited shortly after.
-    await client.dispose(5000);
-  } catch (error) {
-    // Expected for a client whose start failed: there is no connection left to shut down.
-    output.debug(`Disposing the language client: ${errorText(error)}`);
-  }
+/** Ends `child` after `graceMs` unless it has exited by then: SIGTERM, then SIGKILL. */
+function terminate(child: ChildProcess, graceMs: number): void {
+  const alive = () => child.exitCode === null && child.signalCode === null;
+  setTimeout(() => {
+    if (!alive()) {
+      return;
+    }
+    child.kill();
+    setTimeout(() => {
+      if (alive()) {
+        child.kill('SIGKILL');
+      }
+    }, 2000).unref();
+  }, graceMs).unref();
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 export function errorText(error: unknown): string {

@@ -18,7 +18,7 @@ const ROOT = path.join(__dirname, '..');
 const FAKE_SERVER = path.join(__dirname, 'fake-server.py');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const scenarios = { happy, missingCommand, startFails, crashes, pythonInterpreter };
+const scenarios = { happy, missingCommand, startFails, crashes, hungRestart, pythonInterpreter };
 
 if (process.argv[2] === undefined) {
   let failed = 0;
@@ -248,6 +248,25 @@ async function crashes(c) {
   // An explicit restart works after giving up.
   await vscode.commands.executeCommand('dgLsp.restartServer');
   await c.waitFor('ready after restart', () => c.status() === '$(check) DG 42 ms');
+}
+
+async function hungRestart(c) {
+  // A server that never answers `initialize` (but exits when its stdin closes, as a real one does).
+  c.t.setSetting('dgLsp.server.command', process.execPath);
+  c.t.setSetting('dgLsp.server.args', ['-e', "process.stdin.resume(); process.stdin.on('end', () => process.exit(0))"]);
+  c.activate();
+  await c.waitFor('starting status', () => c.status() === '$(loading~spin) DG starting');
+  // Pointing the setting at a working server restarts without waiting for the hung start forever.
+  c.t.setSetting('dgLsp.server.args', ['serve']);
+  useFakeServer(c.t);
+  await c.waitFor('ready after restart', () => c.status() === '$(check) DG 42 ms', 15_000);
+  // Both changes share one restart: the hung server is ended and one working server is started.
+  assert.equal(c.events('log').filter((l) => l.startsWith('info: Starting ')).length, 2);
+  await c.waitFor('hung server ended', () => c.events('log').some((l) => /^info: Server process \d+ was killed by SIGTERM/.test(l)));
+  // Killing a starting client makes vscode-languageclient show its own "couldn't create
+  // connection" message, which cannot be turned off; the extension adds nothing of its own.
+  const ours = c.events('error').filter((m) => !/client: couldn't create connection to server/.test(m));
+  assert.deepEqual(ours, [], 'a superseded start reports nothing');
 }
 
 async function pythonInterpreter(c) {
