@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 
@@ -136,9 +137,16 @@ def test_each_grammar_parses_valid_code_without_errors(language_id: str, source:
 
 
 def test_grammars_load_lazily() -> None:
-    """Importing the package must not load any grammar module (nor the LSP or model stacks)."""
+    """Importing the package must not load any grammar module (nor the LSP or model stacks).
+
+    The subprocess stubs the parent `dg_lsp` package so that only this package's imports count.
+    """
+    package_dir = pathlib.Path(__file__).resolve().parent.parent / "dg_lsp"
     code = (
-        "import sys, dg_lsp.syntax as s\n"
+        "import sys, types\n"
+        f"parent = types.ModuleType('dg_lsp'); parent.__path__ = [{str(package_dir)!r}]\n"
+        "sys.modules['dg_lsp'] = parent\n"
+        "import dg_lsp.syntax as s\n"
         "bad = [m for m in sys.modules if m.startswith(('tree_sitter_', 'lsprotocol', 'pygls', 'torch', 'dg_engine'))]\n"
         "assert not bad, bad\n"
         "s.language_for('go', None).language\n"

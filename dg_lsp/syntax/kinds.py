@@ -49,18 +49,26 @@ def is_placeholder(statement: str, spec: LanguageSpec | None) -> bool:
     return any(re.fullmatch(pattern, code, re.DOTALL) for pattern in spec.placeholders)
 
 
+def _starts_string(line: str, quote: str) -> bool:
+    """True when the line's code is a string literal opening with `quote` (a docstring's shape)."""
+    return _STRING_PREFIX.sub("", line.strip()).startswith(quote)
+
+
 def _docstring_start(text: str, start: int, end: int) -> int | None:
-    """If the line text[start:end] ends a triple-quoted string, the start of its first line."""
+    """If the line text[start:end] ends a docstring-shaped string, the start of its first line.
+
+    Only a statement that is nothing but a triple-quoted string counts, so the last line of an
+    assignment of a triple-quoted string is code, not something to skip.
+    """
     stripped = text[start:end].strip()
     quote = next((q for q in _TRIPLE_QUOTES if stripped.endswith(q)), None)
     if quote is None:
         return None
-    body = _STRING_PREFIX.sub("", stripped)
-    if body.startswith(quote) and len(body) >= 6:
-        return start
+    if stripped.count(quote) >= 2:
+        return start if _starts_string(stripped, quote) else None
     for other_start, other_end in iter_lines_backwards(text, start):
         if quote in text[other_start:other_end]:
-            return other_start
+            return other_start if _starts_string(text[other_start:other_end], quote) else None
     return None
 
 
@@ -112,7 +120,7 @@ def _body_rest_is_empty(text: str, offset: int, opener_width: int, spec: Languag
             continue
         if spec is not None and spec.offside:
             return indent_width(leading_ws(line)) <= opener_width
-        return starts_with_closer(line, spec)
+        return starts_with_closer(line)
     return True
 
 
@@ -151,7 +159,7 @@ def _effective_next_indent(line: str, spec: LanguageSpec | None, unit: str) -> i
     width = indent_width(leading_ws(line), tab_width_for(unit))
     stripped = line.strip()
     keywords = spec.continuation_keywords if spec is not None else ()
-    closes = starts_with_closer(line, spec) and not (spec is not None and spec.offside)
+    closes = starts_with_closer(line) and not (spec is not None and spec.offside)
     if closes or any(re.match(rf"{word}\b", stripped) for word in keywords):
         return width + indent_width(unit, tab_width_for(unit))
     return width

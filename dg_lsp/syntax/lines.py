@@ -117,7 +117,7 @@ def detect_indent_unit(text: str, default: str = "    ") -> str:
     return " " * step if step > 1 else (default if default != "\t" else "    ")
 
 
-def _quote_spans_end(code: str, index: int) -> bool:
+def _outside_quotes(code: str, index: int) -> bool:
     """True when `index` lies outside any '...' or "..." literal opened earlier on the line."""
     quote = ""
     position = 0
@@ -143,7 +143,7 @@ def strip_trailing_comment(line: str, markers: tuple[str, ...]) -> str:
             found = line.find(marker, search)
             if found < 0 or found >= best:
                 break
-            if _quote_spans_end(line, found):
+            if _outside_quotes(line, found):
                 best = found
                 break
             search = found + 1
@@ -175,7 +175,7 @@ def opens_block(line: str, spec: LanguageSpec | None, extra: tuple[str, ...] = (
     return bool(code) and any(code.endswith(opener) for opener in openers)
 
 
-def starts_with_closer(line: str, spec: LanguageSpec | None) -> bool:
+def starts_with_closer(line: str) -> bool:
     """True when the line's first token closes a block or bracket."""
     stripped = line.lstrip()
     return bool(stripped) and stripped[0] in CLOSING_BRACKETS

@@ -38,7 +38,7 @@ def _continues_statement(line: str, spec: LanguageSpec | None) -> bool:
     """True for a line that carries on a compound statement at its own level (`else:`, `} else {`)."""
     stripped = line.strip()
     keywords = spec.continuation_keywords if spec is not None else ()
-    return starts_with_closer(line, spec) or any(re.match(rf"{k}\b", stripped) for k in keywords)
+    return starts_with_closer(line) or any(re.match(rf"{k}\b", stripped) for k in keywords)
 
 
 def _truncate_in_line(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> list[str]:
