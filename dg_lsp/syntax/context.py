@@ -258,7 +258,9 @@ def _signature_spans(
         body = node.child_by_field_name("body")
         if node.type not in spec.scope_types or body is None:
             continue
-        outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
+        # Python decorators sit in a wrapper node above the definition; they are part of the header.
+        decorated = node.parent is not None and node.parent.type == "decorated_definition"
+        outer = node.parent if decorated and node.parent is not None else node
         begin = line_start(text, index.to_str(outer.start_byte))
         body_start = index.to_str(body.start_byte)
         if text.startswith("{", body_start) or body.prev_sibling is None:

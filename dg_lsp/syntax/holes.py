@@ -42,6 +42,9 @@ _EXPLICIT_PLACEHOLDER = re.compile(r"\b(?:todo|unimplemented)!")
 _GENERIC_BLOCK_OPENERS = ("/*", "<!--")
 
 
+HoleOrigin = Literal["placeholder", "marker", "empty"]
+
+
 @dataclass(frozen=True)
 class Hole:
     """A range a fill replaces: `kind` is "placeholder", "marker" or "empty" (an empty body).
@@ -52,7 +55,7 @@ class Hole:
     start: int
     end: int
     indent: str
-    kind: Literal["placeholder", "marker", "empty"]
+    kind: HoleOrigin
 
 
 @functools.cache
@@ -72,7 +75,9 @@ def _is_docstring(node: tree_sitter.Node, spec: LanguageSpec) -> bool:
     )
 
 
-def _body_parts(body: tree_sitter.Node, spec: LanguageSpec) -> tuple[list[tree_sitter.Node], tree_sitter.Node | None]:
+def _body_parts(
+    body: tree_sitter.Node, spec: LanguageSpec
+) -> tuple[list[tree_sitter.Node], tree_sitter.Node | None]:
     """The statements of a body that are not comments, and its docstring when it has one."""
     statements = [c for c in body.named_children if c.type not in spec.comment_types]
     if statements and _is_docstring(statements[0], spec):
@@ -80,11 +85,11 @@ def _body_parts(body: tree_sitter.Node, spec: LanguageSpec) -> tuple[list[tree_s
     return statements, None
 
 
-def _hole_over(text: str, index: Utf8Index, node: tree_sitter.Node, kind: str) -> Hole:
+def _hole_over(text: str, index: Utf8Index, node: tree_sitter.Node, kind: HoleOrigin) -> Hole:
     """A hole covering a node, trailing whitespace (some grammars include the newline) left out."""
     start, end = node_span(node, index)
     end = start + len(text[start:end].rstrip())
-    return Hole(start, end, leading_ws(line_text(text, start)), kind)  # type: ignore[arg-type]
+    return Hole(start, end, leading_ws(line_text(text, start)), kind)
 
 
 def _placeholder_holes(text: str, root: tree_sitter.Node, index: Utf8Index, spec: LanguageSpec) -> list[Hole]:
@@ -195,12 +200,19 @@ def _blank_line_in(text: str, low: int, high: int, header_width: int, spec: Lang
         line = text[start:end]
         if not line.strip():
             return end
-        if spec.offside and indent_width(leading_ws(line)) <= header_width and not is_comment_line(line, spec):
+        dedented = indent_width(leading_ws(line)) <= header_width
+        if spec.offside and dedented and not is_comment_line(line, spec):
             return None
     return None
 
 
-def _empty_body_hole(text: str, body: tree_sitter.Node, docstring: tree_sitter.Node | None, index: Utf8Index, spec: LanguageSpec) -> Hole:
+def _empty_body_hole(
+    text: str,
+    body: tree_sitter.Node,
+    docstring: tree_sitter.Node | None,
+    index: Utf8Index,
+    spec: LanguageSpec,
+) -> Hole:
     """Where an empty body's code goes: a blank line inside it, else just after its opening token."""
     owner = body.parent if body.parent is not None else body
     header_indent = leading_ws(line_text(text, index.to_str(owner.start_byte)))

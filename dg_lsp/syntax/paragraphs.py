@@ -127,7 +127,8 @@ def _line_comment_block(text: str, offset: int, markers: tuple[str, ...]) -> Par
 def _block_comment(text: str, start: int, end: int, spec: LanguageSpec) -> Paragraph | None:
     """The words inside a /* ... */ style comment, without a leading "*" column."""
     comment = text[start:end]
-    pair = next(((o, c) for o, c in spec.block_comments if comment.startswith(o) and comment.endswith(c)), None)
+    pairs = [(o, c) for o, c in spec.block_comments if comment.startswith(o) and comment.endswith(c)]
+    pair = pairs[0] if pairs else None
     if pair is None:
         return None
     opener, closer = pair
@@ -138,9 +139,18 @@ def _block_comment(text: str, start: int, end: int, spec: LanguageSpec) -> Parag
     lines = comment.split("\n")
     star = len(lines) > 1 and all(line.lstrip().startswith("*") for line in lines[1:])
     indent = leading_ws(line_text(text, start))
-    prefix = (leading_ws(lines[1]) + "* ") if star else (leading_ws(lines[1]) if len(lines) > 1 else indent + "   ")
+    if star:
+        prefix = leading_ws(lines[1]) + "* "
+    else:
+        prefix = leading_ws(lines[1]) if len(lines) > 1 else indent + "   "
+
+    def skippable(position: int) -> bool:
+        # Whitespace, and the "*" that starts a line of a starred comment, come before the words.
+        at_line_start = not text[line_start(text, position) : position].strip()
+        return text[position].isspace() or (star and text[position] == "*" and at_line_start)
+
     begin = inner_start
-    while begin < inner_end and (text[begin].isspace() or (star and text[begin] == "*" and text[line_start(text, begin) : begin].strip() == "")):
+    while begin < inner_end and skippable(begin):
         begin += 1
     finish = inner_end
     while finish > begin and text[finish - 1].isspace():
