@@ -59,7 +59,8 @@ class EngineHost:
 
     def load(self, config: EngineConfig, wait: bool = False) -> None:
         """Load `config` in the background; the current engine keeps serving until it is ready."""
-        if config == self.config and self.engine is not None:
+        if self.config is not None and config.load_key() == self.config.load_key() and self.engine is not None:
+            self.config = config  # Sampling options apply per request; no reload needed.
             return
         self.config = config
         self._set("loading", f"loading model '{config.model}'")
@@ -80,7 +81,7 @@ class EngineHost:
             self._fail(config, f"unexpected error while loading the model: {exc!r}")
             return
         with self._lock:
-            if self.config != config:
+            if self.config.load_key() != config.load_key():
                 return  # A newer configuration was requested while this one loaded.
             self.engine = engine
         info = engine.info()

@@ -115,6 +115,9 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
         chunks=job.chunks,
         max_canvases=job.max_canvases,
         seed=job.seed,
+        canvas_length=job.settings.engine.canvas_length,
+        max_steps=job.settings.engine.max_steps,
+        entropy_bound=job.settings.engine.entropy_bound,
         seed_text=ctx.selected if rewriting else None,
         instruction=job.instruction,
     )

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 from lsprotocol import types
 
+from .features.base import Ready, WorkerFeature  # noqa: F401  (re-exported)
 from .features import code_actions, commands, completion, configuration, inline, lifecycle, text_sync
 
 
@@ -26,21 +27,6 @@ class Policy(enum.Enum):
     LOOP = "loop"
     WORKER = "worker"
     LATEST = "latest"
-
-
-@dataclass(frozen=True)
-class Ready:
-    """Returned by `prepare` when the answer is known without the model (cache, typed-ahead, empty)."""
-
-    value: Any
-
-
-@dataclass(frozen=True)
-class WorkerFeature:
-    prepare: Callable[[Any, Any], Any]  # (server, params) -> job | Ready
-    compute: Callable[[Any, Any, Any], Any]  # (server, job, token) -> result, on the worker
-    finish: Callable[[Any, Any, Any], Any]  # async (server, job, result) -> response, on the loop
-    key: Callable[[Any], Hashable] | None = None  # LATEST only: which requests supersede each other
 
 
 @dataclass(frozen=True)

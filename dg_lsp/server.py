@@ -65,7 +65,7 @@ class DgServer(LanguageServer):
         for message in messages:
             self.show_warning(f"dg-lsp settings ({source}): {message}")
         self.results.clear()
-        if load and self.settings.engine != before:
+        if load and self.settings.engine.load_key() != before.load_key():
             self.host.load(self.settings.engine)
 
     def load_user_config(self) -> None:
@@ -206,6 +206,14 @@ async def run_worker_feature(server: DgServer, route: Route, *args):
     return await feature.finish(server, job, result)
 
 
+def _command_handler(server: DgServer, route: Route, name: str):
+    # pygls matches a command's arguments to the handler's parameters, so the handler takes *args.
+    async def command(*args):
+        return await run_worker_feature(server, route, name, list(args))
+
+    return command
+
+
 def register(server: DgServer) -> None:
     for route in ROUTES:
         if route.policy is Policy.LOOP:
@@ -214,10 +222,7 @@ def register(server: DgServer) -> None:
             from .features.commands import COMMANDS
 
             for name in COMMANDS:
-                async def command(*args, _name=name, _route=route):
-                    return await run_worker_feature(server, _route, _name, list(args))
-
-                server.command(name)(command)
+                server.command(name)(_command_handler(server, route, name))
         else:
             async def worker(params, _route=route):
                 return await run_worker_feature(server, _route, params)

@@ -34,6 +34,10 @@ class EngineConfig:
     allow_download: bool = False
     threads: int = 0
 
+    def load_key(self) -> tuple:
+        """The options that need the model to be loaded again when they change."""
+        return (self.model, self.device, self.dtype, self.quantization, self.threads)
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> tuple["EngineConfig", list[str]]:
         """Build a config from loose values; returns it and one message per rejected value."""

@@ -32,6 +32,7 @@ class FillRequest:
     chunks: tuple[str, ...] = ()
     canvas_length: int = 0
     max_steps: int = 0
+    entropy_bound: float = 0.0
     max_canvases: int = 1
     seed: int = 0
     seed_text: str | None = None
@@ -108,7 +109,7 @@ class Engine:
         return SamplingOptions(
             canvas_length=request.canvas_length or d.canvas_length,
             max_steps=request.max_steps or d.max_steps,
-            entropy_bound=d.entropy_bound,
+            entropy_bound=request.entropy_bound or d.entropy_bound,
             t_min=d.t_min,
             t_max=d.t_max,
             stability_threshold=d.stability_threshold,

@@ -62,28 +62,28 @@ async def test_status_reports_model_and_device(client):
     assert status["model"] == TINY and status["device"] == "cpu"
 
 
+def utf16_offset(text: str, line: int, character: int) -> int:
+    lines = text.split("\n")
+    head = lines[line].encode("utf-16-le")[: character * 2].decode("utf-16-le")
+    return sum(len(l) + 1 for l in lines[:line]) + len(head)
+
+
 async def test_incremental_sync_with_wide_characters_matches_full_text(client):
     u = uri(client, "sync.py")
     text = "x = 1\n"
     open_doc(client, u, text)
-    edits = [("😀 ", 0, 0), ("日本語", 1, 0), ("é", 0, 2)]
-    version = 1
-    for new, line, char in [("a😀b", 0, 0), ("\n日本\n", 0, 3), ("e\u0301", 2, 1), ("", 0, 1)]:
-        version += 1
-        lines = text.split("\n")
-        # Apply locally with UTF-16 columns, exactly as an editor would.
-        prefix_units = lines[line].encode("utf-16-le")[: char * 2].decode("utf-16-le")
-        offset = sum(len(l) + 1 for l in lines[:line]) + len(prefix_units)
-        end_offset = offset + (1 if new == "" else 0)
-        removed_units = len(text[offset:end_offset].encode("utf-16-le")) // 2
-        rng = types.Range(types.Position(line, char), types.Position(line, char + removed_units))
-        text = text[:offset] + new + text[end_offset:]
+    # (line, UTF-16 column, UTF-16 units removed, inserted text): emoji, CJK, combining accent.
+    script = [(0, 0, 0, "a😀b"), (0, 4, 0, "\n日本\n"), (2, 1, 0, "e\u0301"), (0, 1, 2, ""), (1, 1, 1, "語")]
+    for version, (line, char, removed, new) in enumerate(script, start=2):
+        start = utf16_offset(text, line, char)
+        end = utf16_offset(text, line, char + removed)
+        rng = types.Range(types.Position(line, char), types.Position(line, char + removed))
+        text = text[:start] + new + text[end:]
         client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(u, version),
-            [types.TextDocumentContentChangePartial(range=rng, text=new)]))
+            text_document=types.VersionedTextDocumentIdentifier(version=version, uri=u),
+            content_changes=[types.TextDocumentContentChangePartial(range=rng, text=new)]))
     result = await command(client, "dg.documentHash", {"uri": u})
-    assert result == {"version": version, "sha256": sha(text)}
-    assert edits  # the scripted edits above covered emoji, CJK and a combining accent
+    assert result == {"version": len(script) + 1, "sha256": sha(text)}
 
 
 async def test_inline_completion_returns_candidates_at_the_cursor(client):
@@ -150,7 +150,7 @@ async def test_stale_action_is_not_applied(client):
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         types.TextDocumentIdentifier(u), types.Range(at, at), types.CodeActionContext(diagnostics=[])))
     client.text_document_did_change(types.DidChangeTextDocumentParams(
-        types.VersionedTextDocumentIdentifier(u, 2), [types.TextDocumentContentChangeWholeDocument(text="y = 2\n")]))
+        text_document=types.VersionedTextDocumentIdentifier(version=2, uri=u), content_changes=[types.TextDocumentContentChangeWholeDocument(text="y = 2\n")]))
     resolved = await client.code_action_resolve_async(actions[0])
     assert resolved.edit is None
 
@@ -190,7 +190,8 @@ async def test_cancel_a_running_request(client):
     params = types.InlineCompletionParams(
         context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Invoked),
         text_document=types.TextDocumentIdentifier(u), position=pos)
-    task = client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id="cancel-me")
+    task = asyncio.ensure_future(
+        client.protocol.send_request_async(types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id="cancel-me"))
     start = (await command(client, "dg.status"))["forwardPasses"]
     for _ in range(200):  # wait until the worker is denoising
         await asyncio.sleep(0.02)

@@ -14,7 +14,7 @@ from lsprotocol import types
 
 from ..edits import minimal_edits
 from ..fill import FillJob
-from ..routes import Ready, WorkerFeature
+from .base import Ready, WorkerFeature
 from ..syntax import enclosing_body, find_holes, language_for
 from . import common
 

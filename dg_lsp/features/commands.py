@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ..routes import Ready, WorkerFeature
+from .base import Ready, WorkerFeature
 from ..syntax import language_for, paragraph_at
 from . import code_actions, common
 

@@ -11,7 +11,7 @@ import re
 from lsprotocol import types
 
 from ..fill import Fill, FillJob
-from ..routes import Ready, WorkerFeature
+from .base import Ready, WorkerFeature
 from . import common
 
 WORD_BEFORE = re.compile(r"[\w$]*$")

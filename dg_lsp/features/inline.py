@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from lsprotocol import types
 
 from ..fill import Fill, FillJob
-from ..routes import Ready, WorkerFeature
+from .base import Ready, WorkerFeature
 from . import common
 
 
