@@ -44,14 +44,27 @@ StepCallback = Callable[[int, torch.Tensor], None]
 class CanvasPlan:
     """How the canvas starts: random, seeded with text, and which positions are clamped.
 
-    `seed` holds the starting tokens ([C], any values where `seeded` is False); `clamped` marks the
-    positions that must come back unchanged (known text between holes, or a fixed head).
+    `seed` holds the starting tokens (any values where `seeded` is False); `clamped` marks the
+    positions that must come back unchanged (known text between holes, a fixed head, or the
+    padding that gives a row a shorter canvas). Each may be [C] (all rows alike) or [N, C].
     """
 
     length: int
-    seed: torch.Tensor | None = None  # [C] long
-    seeded: torch.Tensor | None = None  # [C] bool: positions that start from `seed`
-    clamped: torch.Tensor | None = None  # [C] bool: positions that never change
+    seed: torch.Tensor | None = None  # [C] or [N, C] long
+    seeded: torch.Tensor | None = None  # [C] or [N, C] bool: positions that start from `seed`
+    clamped: torch.Tensor | None = None  # [C] or [N, C] bool: positions that never change
+
+    def rows(self, n: int, device) -> "CanvasPlan":
+        """The same plan with every tensor as [N, C] on `device`."""
+
+        def expand(t, dtype):
+            if t is None:
+                return None
+            t = t.to(device=device, dtype=dtype)
+            return t.expand(n, self.length) if t.dim() == 1 else t
+
+        return CanvasPlan(self.length, expand(self.seed, torch.long), expand(self.seeded, torch.bool),
+                          expand(self.clamped, torch.bool))
 
 
 @dataclass
@@ -105,26 +118,23 @@ class RefineStrategy(EntropyBoundStrategy):
 def initial_canvas(plan: CanvasPlan, n: int, vocab_size: int, device) -> torch.Tensor:
     """Uniform random tokens, overwritten by the seed where the plan seeds or clamps."""
     canvas = torch.randint(0, vocab_size, (n, plan.length), device=device)  # [N, C]
-    if plan.seed is not None:
-        keep = _mask(plan.seeded, plan.length, device) | _mask(plan.clamped, plan.length, device)
-        canvas = torch.where(keep[None, :], plan.seed.to(device)[None, :], canvas)
+    rows = plan.rows(n, device)
+    if rows.seed is not None:
+        keep = torch.zeros_like(canvas, dtype=torch.bool)
+        for mask in (rows.seeded, rows.clamped):
+            if mask is not None:
+                keep |= mask
+        canvas = torch.where(keep, rows.seed, canvas)
     return canvas
 
 
-def _mask(mask: torch.Tensor | None, length: int, device) -> torch.Tensor:
-    if mask is None:
-        return torch.zeros(length, dtype=torch.bool, device=device)
-    return mask.to(device)
-
-
-def clamp_logits(logits: torch.Tensor, plan: CanvasPlan) -> torch.Tensor:
+def clamp_logits(logits: torch.Tensor, rows: CanvasPlan) -> torch.Tensor:
     """Make clamped positions certain of their token, so they cost no entropy and never move."""
-    if plan.clamped is None or not bool(plan.clamped.any()):
+    if rows.clamped is None or not bool(rows.clamped.any()):
         return logits
-    clamped = plan.clamped.to(logits.device)  # [C]
-    forced = torch.full_like(logits[0], torch.finfo(logits.dtype).min)  # [C, V]
-    forced.scatter_(-1, plan.seed.to(logits.device)[:, None], 0.0)
-    return torch.where(clamped[None, :, None], forced[None], logits)
+    forced = torch.full_like(logits, torch.finfo(logits.dtype).min)  # [N, C, V]
+    forced.scatter_(-1, rows.seed[..., None], 0.0)
+    return torch.where(rows.clamped[..., None], forced, logits)
 
 
 def denoise(
@@ -148,6 +158,7 @@ def denoise(
     temperature = LinearTemperatureScheduleLogitsProcessor(options.t_min, options.t_max, options.max_steps)
     stopping = StableAndConfidentStoppingCriteria(options.stability_threshold, options.confidence_threshold)
     canvas = initial if initial is not None else initial_canvas(plan, n, vocab_size, device)  # [N, C]
+    rows = plan.rows(n, device)
     argmax = canvas
     finished = torch.zeros(n, dtype=torch.bool, device=device)  # [N]
     steps = torch.zeros(n, dtype=torch.long, device=device)  # [N]
@@ -159,13 +170,13 @@ def denoise(
             raise Cancelled("cancelled between denoising steps")
         steps += (~finished).long()
         logits = decoder_forward(canvas, self_conditioning)  # [N, C, V]
-        logits = clamp_logits(temperature(None, logits, cur_step=cur_step), plan)
+        logits = clamp_logits(temperature(None, logits, cur_step=cur_step), rows)
         probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
         sampled = torch.multinomial(probs.view(-1, vocab_size), 1).view(n, plan.length)  # [N, C]
         new_argmax = logits.argmax(dim=-1)  # [N, C]
         new_canvas = strategy.step(canvas, sampled, logits, cur_step)
-        if plan.clamped is not None:
-            new_canvas = torch.where(plan.clamped.to(device)[None], plan.seed.to(device)[None], new_canvas)
+        if rows.clamped is not None:
+            new_canvas = torch.where(rows.clamped, rows.seed, new_canvas)
         if last_logits is not None and bool(finished.any()):
             # Finished rows keep their result while the others go on, as if they ran alone.
             new_argmax = torch.where(finished[:, None], argmax, new_argmax)

@@ -9,12 +9,13 @@ engine is not thread-safe on purpose: the server runs it on a single compute wor
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from .config import EngineConfig, SamplingOptions
-from .denoise import CancelToken, CanvasPlan, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
+from . import plans
+from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
@@ -39,6 +40,11 @@ class FillRequest:
     renoise_fraction: float = 0.25
     instruction: str | None = None
     reuse_cache: bool = True
+    # Try several canvas lengths in one batch (n rows each) and rank them together.
+    lengths: tuple[int, ...] = ()
+    # A joint fill of several holes: text between holes as str, each hole as an int (its free
+    # positions); the prefix comes before the first part and the suffix after the last.
+    segments: tuple[str | int, ...] = ()
 
 
 @dataclass
@@ -50,6 +56,9 @@ class Candidate:
     steps: int
     tokens_per_forward: float
     finished: bool  # True when the model ended the middle itself
+    canvas: list[int] = field(default_factory=list)  # the whole final canvas, stop and padding included
+    length: int = 0  # the canvas length this candidate had (variable-length fills)
+    holes: list[str] = field(default_factory=list)  # per-hole texts of a joint multi-hole fill
 
     @property
     def mean_confidence(self) -> float:
@@ -135,31 +144,35 @@ class Engine:
             prompt = self.format.rewrite_ids(request.prefix, request.seed_text, request.suffix, request.instruction)
         else:
             prompt = self.format.infill_ids(request.prefix, request.suffix, request.chunks)
-        n = max(1, request.n)
         started = time.perf_counter()
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(request.seed)
             prefill = self.prefix_cache.prefill(prompt, reuse=request.reuse_cache)
             prefill_ms = (time.perf_counter() - started) * 1000
-            plan, strategy, options = self._plan(request, options)
-            cache = fork(prefill.cache, n)
-            tokens, confidence, steps = [], [], torch.zeros(n, dtype=torch.long)
+            plan, strategy, rows, row_lengths, holes = self._plan(request, options)
+            options = replace(options, canvas_length=plan.length)
+            cache = fork(prefill.cache, rows)
+            tokens, confidence, steps = [], [], torch.zeros(rows, dtype=torch.long)
             canvases = 0
+            continuable = not (request.seed_text is not None or request.lengths or request.segments)
             for canvases in range(1, max(1, request.max_canvases) + 1):
                 out = denoise(
                     lambda canvas, sc: self._decode(canvas, sc, cache),
-                    n, plan, options, self.vocab_size, self.device, strategy, cancel, on_step,
+                    rows, plan, options, self.vocab_size, self.device, strategy, cancel, on_step,
                 )
                 tokens.append(out.tokens.cpu())
                 confidence.append(out.confidence.float().cpu())
                 steps += out.steps.cpu()
-                if canvases == request.max_canvases or self._all_stopped(out.tokens):
+                if not continuable or canvases == request.max_canvases or self._all_stopped(out.tokens):
                     break
                 # The next canvas continues the middle: its tokens join the encoder's context.
                 self._encode_canvas(out.tokens, cache, prefill.prompt_tokens + (canvases - 1) * plan.length)
                 plan, strategy = self._fresh_plan(options)
         denoise_ms = (time.perf_counter() - started) * 1000 - prefill_ms
-        candidates = self._candidates(torch.cat(tokens, -1), torch.cat(confidence, -1), steps)
+        tokens = torch.cat(tokens, -1)  # [N, C * canvases]
+        if not request.lengths:
+            row_lengths = [tokens.shape[1]] * rows
+        candidates = self._candidates(tokens, torch.cat(confidence, -1), steps, row_lengths, holes)
         return FillResult(
             candidates=candidates,
             prompt_tokens=prefill.prompt_tokens,
@@ -170,24 +183,55 @@ class Engine:
             canvases=canvases,
         )
 
+    @property
+    def _stop(self) -> int:
+        s = self.format.specials
+        return s.end_of_middle if isinstance(self.format, FimFormat) else s.eos
+
     def _fresh_plan(self, options: SamplingOptions):
         strategy = EntropyBoundStrategy(options.entropy_bound, options.canvas_length, self.vocab_size, options.max_steps)
-        return CanvasPlan(options.canvas_length), strategy
+        return plans.fresh(options.canvas_length), strategy
 
     def _plan(self, request: FillRequest, options: SamplingOptions):
-        if request.seed_text is None:
-            plan, strategy = self._fresh_plan(options)
-            return plan, strategy, options
-        seed_ids = encode(self.tokenizer, request.seed_text)
-        # A rewrite may grow: leave room for a quarter more tokens than the text has.
-        length = max(options.canvas_length, len(seed_ids) + max(4, len(seed_ids) // 4))
-        options = SamplingOptions(**{**options.__dict__, "canvas_length": length})
-        stop = self.format.specials.end_of_middle if isinstance(self.format, FimFormat) else self.format.specials.eos
-        seed = torch.tensor(seed_ids + [stop] + [self.format.specials.pad] * (length - len(seed_ids) - 1))
-        seeded = self._confident_positions(seed, request.renoise_fraction)
-        plan = CanvasPlan(length, seed=seed, seeded=seeded)
-        strategy = RefineStrategy(options.entropy_bound, length, self.vocab_size, options.max_steps)
-        return plan, strategy, options
+        """(plan, strategy, rows, per-row lengths, hole spans) for the kind of request."""
+        n, pad = max(1, request.n), self.format.specials.pad
+        if request.seed_text is not None:
+            plan = plans.seeded(encode(self.tokenizer, request.seed_text), self._stop, pad, options.canvas_length)
+            plan.seeded = self._confident_positions(plan.seed, request.renoise_fraction)
+            strategy = RefineStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
+            return plan, strategy, n, [plan.length] * n, []
+        if request.segments:
+            parts = [p if isinstance(p, int) else encode(self.tokenizer, p) for p in request.segments]
+            layout = plans.segments(parts, self._stop, pad)
+            strategy = EntropyBoundStrategy(options.entropy_bound, layout.plan.length, self.vocab_size, options.max_steps)
+            return layout.plan, strategy, n, [layout.plan.length] * n, layout.holes
+        if request.lengths:
+            plan, row_lengths = plans.variable_lengths(sorted(set(request.lengths)), n, pad)
+            strategy = EntropyBoundStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
+            return plan, strategy, len(row_lengths), row_lengths, []
+        plan, strategy = self._fresh_plan(options)
+        return plan, strategy, n, [plan.length] * n, []
+
+    @torch.inference_mode()
+    def renoise(self, request: FillRequest, candidate: Candidate, positions: list[int],
+                cancel: CancelToken | None = None) -> Candidate:
+        """Denoise `positions` of a candidate's canvas again with everything else clamped.
+
+        Used for syntax-guided repair: the caller finds the tokens that overlap a syntax error and
+        asks for just those again. The prompt is the request's own, so the encoder cache is reused.
+        """
+        options = self.options(request)
+        prompt = self.format.infill_ids(request.prefix, request.suffix, request.chunks)
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(request.seed + 1)
+            prefill = self.prefix_cache.prefill(prompt, reuse=request.reuse_cache)
+            plan = plans.renoised(candidate.canvas, positions)
+            strategy = EntropyBoundStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
+            cache = fork(prefill.cache, 1)
+            out = denoise(lambda c, sc: self._decode(c, sc, cache), 1, plan, replace(options, canvas_length=plan.length),
+                          self.vocab_size, self.device, strategy, cancel)
+        return self._candidates(out.tokens.cpu(), out.confidence.float().cpu(), out.steps.cpu() + candidate.steps,
+                                [plan.length], [])[0]
 
     def _confident_positions(self, seed: torch.Tensor, renoise_fraction: float) -> torch.Tensor:
         """Keep the seed where the model believes it; re-noise the least likely share of it."""
@@ -213,12 +257,20 @@ class Engine:
         stops = torch.tensor(sorted(self.format.stop_ids), device=canvas.device)
         return bool(torch.isin(canvas, stops).any(-1).all())
 
-    def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor) -> list[Candidate]:
+    def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor,
+                    row_lengths: list[int], holes: list[tuple[int, int]]) -> list[Candidate]:
         out = []
         for row in range(tokens.shape[0]):
-            ids = tokens[row].tolist()
-            end = next((i for i, t in enumerate(ids) if t in self.format.stop_ids), len(ids))
-            ids = ids[:end]
+            canvas = tokens[row].tolist()
+            if holes:
+                # A joint fill: the middle is the whole canvas; each hole is its free stretch.
+                parts = [self._plain(canvas[a:b]) for a, b in holes]
+                end = next((i for i, t in enumerate(canvas) if t == self._stop), len(canvas))
+            else:
+                parts = []
+                end = next((i for i, t in enumerate(canvas) if t in self.format.stop_ids), len(canvas))
+            ids = [t for t in canvas[:end] if t not in self.format.stop_ids]
+            kept = [i for i, t in enumerate(canvas[:end]) if t not in self.format.stop_ids]
             text, offsets = self._decode_with_offsets(ids)
             taken = int(steps[row])
             out.append(
@@ -226,15 +278,27 @@ class Engine:
                     text=text,
                     token_ids=ids,
                     token_offsets=offsets,
-                    confidences=confidence[row, :end].tolist(),
+                    confidences=[float(confidence[row, i]) for i in kept],
                     steps=taken,
-                    tokens_per_forward=(end + (end < tokens.shape[1])) / max(1, taken),
-                    finished=end < tokens.shape[1],
+                    tokens_per_forward=(end + (end < len(canvas))) / max(1, taken),
+                    finished=end < row_lengths[row],
+                    canvas=canvas,
+                    length=row_lengths[row] if row < len(row_lengths) else len(canvas),
+                    holes=parts,
                 )
             )
         # Finished and confident candidates first: the editor shows the first one.
         out.sort(key=lambda c: (not c.finished, -c.mean_confidence))
         return out
+
+    def _plain(self, ids: list[int]) -> str:
+        ids = [t for t in ids if t not in self.format.stop_ids]
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def draft_text(self, canvas_row: list[int]) -> str:
+        """The text of a draft canvas up to its first stop token (for refining ghost text)."""
+        end = next((i for i, t in enumerate(canvas_row) if t in self.format.stop_ids), len(canvas_row))
+        return self._plain(canvas_row[:end])
 
     def _decode_with_offsets(self, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
         text = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)

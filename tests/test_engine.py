@@ -180,3 +180,35 @@ def test_several_canvases_in_a_row(engine):
         assert any(len(c.token_ids) > length - 1 for c in result.candidates)
     # The prefix cache still holds exactly the prompt: continuing canvases never leak into it.
     assert engine.prefix_cache.cache.get_seq_length() == result.prompt_tokens
+
+
+def test_variable_lengths_run_in_one_batch_and_respect_each_length(engine, monkeypatch):
+    calls = count_forwards(engine, monkeypatch)
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, n=2, lengths=(4, 8, 12)))
+    assert len(result.candidates) == 6 and set(calls) == {6}
+    by_length = {}
+    for cand in result.candidates:
+        by_length.setdefault(cand.length, []).append(cand)
+        # Positions from the row's length on were clamped to padding.
+        assert all(t == engine.format.specials.pad for t in cand.canvas[cand.length:])
+        assert len(cand.token_ids) <= cand.length
+    assert sorted(by_length) == [4, 8, 12] and all(len(v) == 2 for v in by_length.values())
+
+
+def test_joint_segments_keep_the_known_text_between_holes(engine):
+    known = "\n    total = "
+    result = engine.fill(FillRequest("def f(a, b):\n    x = ", "\n    return total\n", segments=(5, known, 6)))
+    cand = result.candidates[0]
+    known_ids = engine.format.tokenizer(known, add_special_tokens=False)["input_ids"]
+    assert cand.canvas[5 : 5 + len(known_ids)] == known_ids
+    assert len(cand.holes) == 2
+    assert cand.canvas[5 + len(known_ids) + 6] == engine.format.specials.end_of_middle
+
+
+def test_renoise_changes_only_the_chosen_positions(engine):
+    request = FillRequest(PREFIX, SUFFIX, seed=4)
+    first = engine.fill(request).candidates[0]
+    repaired = engine.renoise(request, first, [1, 2])
+    changed = [i for i, (a, b) in enumerate(zip(first.canvas, repaired.canvas)) if a != b]
+    assert set(changed) <= {1, 2}
+    assert repaired.steps > first.steps
