@@ -90,14 +90,18 @@ class DocumentStore:
     def close(self, uri: str) -> None:
         self._docs.pop(uri, None)
 
-    def change(self, uri: str, version: int, changes: list) -> None:
+    def change(self, uri: str, version: int, changes: list) -> list[tuple[int, int, int]]:
+        """Apply changes in order; returns each as (start, old end, new length) in the text it
+        applied to, so that offsets kept elsewhere can be shifted."""
         doc = self._docs.get(uri)
         if doc is None:
             log.warning("change for a document that is not open: %s", uri)
-            return
+            return []
+        applied = []
         for change in changes:
             if isinstance(change, types.TextDocumentContentChangePartial) and change.range is not None:
                 start, end = Codec(doc.text, self.encoding).offsets(change.range)
+                applied.append((start, end, len(change.text)))
                 doc.text = doc.text[:start] + change.text + doc.text[end:]
                 if doc.tree is not None:
                     try:
@@ -106,10 +110,12 @@ class DocumentStore:
                         log.exception("incremental parse failed for %s; reparsing", uri)
                         doc.tree = self._tree(doc.text, doc.language_id, uri)
             else:
+                applied.append((0, len(doc.text), len(change.text)))
                 doc.text = change.text
                 doc.tree = self._tree(doc.text, doc.language_id, uri)
         doc.version = version
         doc.edits += 1
+        return applied
 
     def snapshot(self, uri: str) -> Snapshot | None:
         doc = self._docs.get(uri)

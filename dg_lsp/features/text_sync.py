@@ -15,8 +15,8 @@ def did_open(server, params: types.DidOpenTextDocumentParams) -> None:
 
 def did_change(server, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
-    server.documents.change(uri, params.text_document.version, list(params.content_changes))
-    server.on_document_changed(uri, params.content_changes)
+    edits = server.documents.change(uri, params.text_document.version, list(params.content_changes))
+    server.on_document_changed(uri, edits)
 
 
 def did_save(server, params: types.DidSaveTextDocumentParams) -> None:
@@ -27,3 +27,4 @@ def did_close(server, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     server.documents.close(uri)
     server.chunks.forget(uri)
+    server.confidence.clear(uri)
