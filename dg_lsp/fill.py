@@ -17,7 +17,9 @@ from dg_engine import Engine, FillRequest
 
 from .documents import Snapshot
 from .settings import Settings
-from .syntax import Budget, HoleContext, HoleKind, extract_context, language_for, postprocess, rank
+from .syntax import (
+    Budget, DocumentTree, HoleContext, HoleKind, adds_syntax_errors, extract_context, language_for, postprocess, rank,
+)
 
 # A byte-level BPE on code averages a little over three characters per token; cutting context by
 # this estimate avoids tokenizing the whole file on every keystroke.
@@ -42,6 +44,7 @@ class FillJob:
     n: int = 1
     max_canvases: int = 1
     seed: int = 0
+    holes: tuple[tuple[int, int], ...] = ()  # a joint fill of several holes (start, end)
 
 
 @dataclass
@@ -92,38 +95,69 @@ class ResultCache:
 
 
 def run_fill(
-    engine: Engine, job: FillJob, cancel, on_step: Callable | None = None, cache: ResultCache | None = None
+    engine: Engine, job: FillJob, cancel, on_draft: Callable[[str], None] | None = None,
+    cache: ResultCache | None = None,
 ) -> Fill:
+    """Fill one hole (or rewrite one range). `on_draft` gets the cleaned-up text after each step."""
     started = time.perf_counter()
     ctx, spec = context_for(job)
-    key = hash((ctx.prefix, ctx.suffix, ctx.selected, job.chunks, job.mode, job.n, job.instruction, job.seed))
+    key = hash((ctx.prefix, ctx.suffix, ctx.selected, job.chunks, job.mode, job.n, job.instruction, job.seed,
+                job.settings.engine, job.settings.syntax_repair, job.settings.variable_length))
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return replace(cached, start=ctx.start, end=ctx.end, latency_ms=(time.perf_counter() - started) * 1000)
-    fill = _fill(engine, job, ctx, spec, cancel, on_step, started)
+    fill = _fill(engine, job, ctx, spec, cancel, _drafts(engine, ctx, spec, on_draft), started)
     if cache is not None and fill.texts:
         cache.put(key, fill)
     return fill
 
 
-def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> Fill:
+def _drafts(engine: Engine, ctx, spec, on_draft):
+    """A step callback that turns the best row of each draft canvas into cleaned-up text."""
+    if on_draft is None:
+        return None
+    rewriting = ctx.kind is HoleKind.SELECTION or ctx.kind is HoleKind.PARAGRAPH
+
+    def on_step(index: int, canvas) -> None:
+        text = engine.draft_text(canvas[0].tolist())
+        on_draft(text if rewriting else postprocess(text, ctx, spec))
+
+    return on_step
+
+
+def request_for(job: FillJob, ctx: HoleContext, **extra) -> FillRequest:
     rewriting = job.mode in ("rewrite", "paragraph")
-    request = FillRequest(
+    engine_settings = job.settings.engine
+    lengths = ()
+    if job.settings.variable_length and job.mode in ("fim", "body") and not extra.get("segments"):
+        base = engine_settings.canvas_length or 32
+        # Variable-length holes: half, one and two canvases' worth of room, ranked together.
+        lengths = (max(8, base // 2), base, base * 2)
+    return FillRequest(
         prefix=ctx.prefix,
         suffix=ctx.suffix,
         n=job.n,
         chunks=job.chunks,
-        max_canvases=job.max_canvases,
+        max_canvases=1 if lengths else job.max_canvases,
         seed=job.seed,
-        canvas_length=job.settings.engine.canvas_length,
-        max_steps=job.settings.engine.max_steps,
-        entropy_bound=job.settings.engine.entropy_bound,
+        canvas_length=engine_settings.canvas_length,
+        max_steps=engine_settings.max_steps,
+        entropy_bound=engine_settings.entropy_bound,
         seed_text=ctx.selected if rewriting else None,
         instruction=job.instruction,
+        lengths=lengths,
+        **extra,
     )
+
+
+def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> Fill:
+    rewriting = job.mode in ("rewrite", "paragraph")
+    request = request_for(job, ctx)
     result = engine.fill(request, cancel=cancel, on_step=on_step)
     cleaned = []
     for cand in result.candidates:
+        if not rewriting and spec is not None and job.settings.syntax_repair:
+            cand = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds)
         text = cand.text if rewriting else postprocess(cand.text, ctx, spec)
         cleaned.append((text, cand.mean_confidence, cand))
     order = rank([(t, c) for t, c, _ in cleaned], ctx, spec) if not rewriting else range(len(cleaned))
@@ -147,6 +181,34 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
         steps=best.steps if best else 0,
         kind=ctx.kind.value if isinstance(ctx.kind, HoleKind) else str(ctx.kind),
     )
+
+
+def error_positions(cand, ctx: HoleContext, spec, neighbourhood: int = 2) -> list[int]:
+    """Canvas positions of the tokens that overlap a syntax error the fill adds, widened by a few
+    tokens on each side, plus the room just after the fill so the repair may change its length."""
+    combined = ctx.prefix + cand.text + ctx.suffix
+    base = len(ctx.prefix)
+    bad: set[int] = set()
+    for span in DocumentTree(combined, spec).error_ranges():
+        a, b = span.start - base, max(span.end - base, span.start - base + 1)
+        for i, (ta, tb) in enumerate(cand.token_offsets):
+            if ta < b and tb > a:
+                bad.update(range(i - neighbourhood, i + neighbourhood + 1))
+        if a >= len(cand.text):  # The error is where the fill stops: let it grow or end differently.
+            bad.update(range(len(cand.token_ids) - neighbourhood, len(cand.token_ids) + neighbourhood + 1))
+    return sorted(p for p in bad if 0 <= p < len(cand.canvas))
+
+
+def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds: int):
+    """Syntax-guided re-noising: re-denoise the tokens around new syntax errors, the rest clamped."""
+    for _ in range(rounds):
+        if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec), spec):
+            return cand
+        positions = error_positions(cand, ctx, spec)
+        if not positions:
+            return cand
+        cand = engine.renoise(request, cand, positions, cancel)
+    return cand
 
 
 def low_confidence_spans(candidate, shown: str, threshold: float) -> list[tuple[int, int, float]]:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from lsprotocol import types
 
 from .features.base import Ready, WorkerFeature  # noqa: F401  (re-exported)
-from .features import code_actions, commands, completion, configuration, inline, lifecycle, text_sync
+from .features import code_actions, commands, completion, configuration, inlay_hints, inline, lifecycle, text_sync
 
 
 class Policy(enum.Enum):
@@ -64,6 +64,8 @@ ROUTES: tuple[Route, ...] = (
               code_action_kinds=[types.CodeActionKind.RefactorRewrite, types.CodeActionKind.Refactor, "refactor.dg"],
               resolve_provider=True,
           )),
+    Route(types.TEXT_DOCUMENT_INLAY_HINT, inlay_hints.inlay_hints, Policy.LOOP,
+          "hints come from spans the server already holds; no model work"),
     Route(types.CODE_ACTION_RESOLVE, code_actions.RESOLVE, Policy.WORKER,
           "the fill runs on the model; each resolve is a deliberate user action, so none supersedes another"),
     Route(types.WORKSPACE_EXECUTE_COMMAND, commands.FEATURE, Policy.WORKER,

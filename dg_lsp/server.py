@@ -23,6 +23,7 @@ from pygls.lsp.server import LanguageServer
 from dg_engine import Cancelled, EngineConfig, OutOfMemoryError
 
 from . import __version__
+from .confidence import ConfidenceTracker
 from .crossfile import ChunkIndex, inside, uri_path
 from .documents import DocumentStore
 from .engine_host import EngineHost
@@ -47,6 +48,7 @@ class DgServer(LanguageServer):
         self.results = ResultCache()
         self.chunks = ChunkIndex()
         self.shown: dict = {}
+        self.confidence = ConfidenceTracker()
         self.typeahead_hits = 0
         self.folders: list[Path] = []
         self.config_files = ConfigFiles()
@@ -100,11 +102,61 @@ class DgServer(LanguageServer):
         }
 
     def record_fill(self, feature: str, job, fill) -> None:
+        """Latency for dg.status and the status bar; low-confidence spans to show once applied."""
         self.host.latencies.record(feature, fill.latency_ms)
         self.notify_threadsafe("dg/status", {"state": self.host.state, "message": self.host.message, "lastLatencyMs": round(fill.latency_ms, 1)})
+        if fill.texts and self.settings.confidence_display != "off":
+            self.confidence.offer(job.snapshot.uri, fill.start, fill.texts[0], fill.low_confidence)
+
+    # --- Refining ghost text ----------------------------------------------------------------------
 
     def draft_reporter(self, job, token):
-        return None
+        """A callback for the worker that sends each step's draft as `dg/draft`, if enabled."""
+        if not self.settings.drafts:
+            return None
+        uri = job.snapshot.uri
+        position = job.snapshot.codec(self.documents.encoding).position(job.start)
+        where = {"line": position.line, "character": position.character}
+        last = {"text": None}
+
+        def report(text: str) -> None:
+            if token.is_cancelled() or text == last["text"]:
+                return
+            last["text"] = text
+            self.notify_threadsafe("dg/draft", {"uri": uri, "position": where, "text": text, "final": False})
+
+        return report
+
+    def final_draft(self, job, text: str) -> None:
+        if self.settings.drafts:
+            position = job.snapshot.codec(self.documents.encoding).position(job.start)
+            self._notify("dg/draft", {"uri": job.snapshot.uri, "position": {"line": position.line, "character": position.character},
+                                      "text": text, "final": True})
+
+    # --- Confidence -------------------------------------------------------------------------------
+
+    def publish_confidence(self, uri: str) -> None:
+        display = self.settings.confidence_display
+        snapshot = self.documents.snapshot(uri)
+        if snapshot is None:
+            return
+        spans = self.confidence.spans(uri) if display in ("diagnostics", "both") else []
+        codec = snapshot.codec(self.documents.encoding)
+        diagnostics = [
+            types.Diagnostic(
+                range=codec.range(s.start, s.end),
+                message=f"dg-lsp was only {s.confidence:.0%} confident of this text",
+                severity=types.DiagnosticSeverity.Hint,
+                code="dg.low-confidence",
+                source="dg-lsp",
+            )
+            for s in spans
+        ]
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=snapshot.version))
+        if display in ("inlayHints", "both"):
+            caps = self.client_capabilities.workspace if self.client_capabilities else None
+            if caps and caps.inlay_hint and caps.inlay_hint.refresh_support:
+                self.workspace_inlay_hint_refresh(None)
 
     # --- Workspace ----------------------------------------------------------------------------
 
@@ -119,8 +171,10 @@ class DgServer(LanguageServer):
         snaps = (self.documents.snapshot(u) for u in self.documents.uris())
         return [s for s in snaps if s is not None and self.in_workspace(s.uri)]
 
-    def on_document_changed(self, uri: str, changes) -> None:
-        pass
+    def on_document_changed(self, uri: str, edits: list[tuple[int, int, int]]) -> None:
+        snapshot = self.documents.snapshot(uri)
+        if snapshot is not None and self.confidence.edited(uri, edits, snapshot.text):
+            self.publish_confidence(uri)
 
     # --- Messages -------------------------------------------------------------------------------
 

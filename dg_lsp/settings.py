@@ -38,6 +38,10 @@ class Settings:
     confidence_threshold: float = 0.3
     confidence_display: str = "diagnostics"
     max_canvases: int = 4
+    syntax_repair: bool = True
+    repair_rounds: int = 2
+    variable_length: bool = True
+    joint_holes: bool = True
 
     def update(self, values: Mapping[str, Any], trusted: bool = True) -> tuple["Settings", list[str]]:
         """A copy with `values` applied; returns it and one message per rejected value."""
@@ -93,6 +97,8 @@ def _check(name: str, value: Any, current: Any) -> tuple[bool, Any]:
         return ok, tuple(value) if ok else value
     if isinstance(current, bool):
         return isinstance(value, bool), value
+    if name == "repair_rounds":
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 8, value
     if isinstance(current, int):
         return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65536, value
     return False, value

@@ -92,7 +92,11 @@ def plan(server, data: dict, instruction: str | None = None):
     if mode == "holes":
         spec = language_for(snapshot.language_id, snapshot.uri)
         holes = find_holes(snapshot.text, spec, list(server.settings.hole_markers))[:MAX_HOLES]
-        jobs = [common.job_at(server, snapshot, h.start, h.end, "holes", max_canvases=canvases) for h in holes]
+        if server.settings.joint_holes and len(holes) > 1:
+            spans = tuple((h.start, h.end) for h in holes)
+            jobs = [common.job_at(server, snapshot, spans[0][0], spans[-1][1], "holes", holes=spans)]
+        else:
+            jobs = [common.job_at(server, snapshot, h.start, h.end, "holes", max_canvases=canvases) for h in holes]
     else:
         jobs = [common.job_at(server, snapshot, start, end, mode, max_canvases=canvases, instruction=instruction)]
     if not jobs or any(j is None for j in jobs):
@@ -104,6 +108,12 @@ def compute_edits(server, jobs: list[FillJob], token) -> tuple[list[tuple[int, i
     """Run every job; return (edits in document order, fills)."""
     edits, fills = [], []
     for job in jobs:
+        if job.holes:
+            joint_edits, fill = common.compute_joint(server, job, token)
+            edits += joint_edits
+            if fill is not None:
+                fills.append((job, fill))
+            continue
         fill = common.compute(server, job, token)
         if fill is None or not fill.texts:
             continue

@@ -11,6 +11,7 @@ import logging
 
 from ..documents import Snapshot
 from ..fill import Fill, FillJob, run_fill
+from ..joint import run_joint
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,15 @@ def job_at(server, snapshot: Snapshot, start: int, end: int, mode: str, **extra)
     return FillJob(snapshot=snapshot, start=start, end=end, mode=mode, settings=settings, chunks=chunks, **extra)
 
 
-def compute(server, job: FillJob, token, on_step=None) -> Fill | None:
+def compute(server, job: FillJob, token, on_draft=None) -> Fill | None:
     engine = server.host.engine
     if engine is None:
         return None
-    return run_fill(engine, job, token, on_step=on_step, cache=server.results)
+    return run_fill(engine, job, token, on_draft=on_draft, cache=server.results)
+
+
+def compute_joint(server, job: FillJob, token):
+    engine = server.host.engine
+    if engine is None:
+        return [], None
+    return run_joint(engine, job, list(job.holes), token)

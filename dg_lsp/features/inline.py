@@ -62,10 +62,11 @@ def prepare(server, params: types.InlineCompletionParams):
 
 
 def compute(server, job: FillJob, token) -> Fill | None:
-    return common.compute(server, job, token, on_step=server.draft_reporter(job, token))
+    return common.compute(server, job, token, on_draft=server.draft_reporter(job, token))
 
 
 async def finish(server, job: FillJob, fill: Fill | None):
+    server.final_draft(job, fill.texts[0] if fill and fill.texts else "")
     if fill is None or not fill.texts:
         return EMPTY
     server.record_fill("inline", job, fill)
