@@ -1,0 +1,196 @@
+"""Decode efficiency: the diffusion decoder against the same-size autoregressive baseline.
+
+The reason to use a diffusion model for infill is that it writes several tokens per forward pass.
+This benchmark checks that this turns into wall-clock time on real holes, without losing
+accuracy. Cases are middles of exactly 8, 32, 64 and 128 tokens cut from held-out modules, with
+their prefix and suffix. Each case is filled by `Engine.fill` (as many canvases as the length
+needs, cold prefill) and by `ar_generate` on the AR baseline (same backbone and data, trained as a
+causal LM on the same suffix-first FIM prompt, greedy, same token budget). Recorded per length:
+wall time p50/p95/p99 of both, the speedup (AR wall / diffusion wall, both measured in this run),
+decoder steps and tokens per forward, and exact match of the first line and of the whole middle.
+
+    python -m benchmarks.decode [--quick] [--model embedded] [--ar-model runs/ar/model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from . import common
+from .fixtures import AR_MODEL_DIR, model_label, resolve_model, token_spans, tiny_model_dir
+
+TARGETS = {"length": 64, "speedup": 3.0, "tokens_per_forward": 4.0}
+
+
+def _norm(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.rstrip().split("\n"))
+
+
+def matches(pred: str, gold: str) -> tuple[bool, bool]:
+    """(first line equal, whole middle equal), ignoring trailing whitespace."""
+    first = pred.split("\n", 1)[0].rstrip() == gold.split("\n", 1)[0].rstrip()
+    return first, _norm(pred) == _norm(gold)
+
+
+def run_diffusion(engine, span, canvases: int):
+    from dg_engine import FillRequest
+
+    started = time.perf_counter()
+    result = engine.fill(FillRequest(span.prefix, span.suffix, max_canvases=canvases, reuse_cache=False, seed=0))
+    wall = (time.perf_counter() - started) * 1000
+    best = result.candidates[0]
+    return wall, best.text, best.steps, best.tokens_per_forward, result
+
+
+def run_ar(ar_engine, span, budget: int):
+    from dg_engine.autoregressive import ar_generate
+
+    prompt = ar_engine.format.infill_ids(span.prefix, span.suffix)
+    started = time.perf_counter()
+    ids, passes, timings = ar_generate(ar_engine.model, prompt, budget, set(ar_engine.format.stop_ids))
+    wall = (time.perf_counter() - started) * 1000
+    text = ar_engine.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    return wall, text, passes
+
+
+def ar_source(args) -> tuple[str | None, str]:
+    if args.ar_model:
+        return (str(tiny_model_dir()) if args.ar_model == "tiny" else args.ar_model), "given"
+    if args.quick:
+        return str(tiny_model_dir()), "tiny random model standing in for the AR baseline (quick mode)"
+    if (AR_MODEL_DIR / "config.json").is_file():
+        return str(AR_MODEL_DIR), "trained AR baseline"
+    return None, f"no AR baseline at {AR_MODEL_DIR} (train and export it first); AR column skipped"
+
+
+def measure_length(engine, ar_engine, length: int, cases: int, repeats: int) -> dict:
+    canvas = engine.defaults.canvas_length
+    canvases = math.ceil((length + 1) / canvas)
+    budget = canvases * canvas
+    spans = token_spans(engine.tokenizer, length, cases)
+    rows = []
+    for span in spans:
+        row = {"module": span.module, "gold_chars": len(span.middle)}
+        walls = []
+        for _ in range(repeats):
+            wall, text, steps, tpf, result = run_diffusion(engine, span, canvases)
+            walls.append(wall)
+        first, whole = matches(text, span.middle)
+        row["diffusion"] = {"wall_ms": round(statistics.median(walls), 2), "walls_ms": [round(w, 2) for w in walls],
+                            "prefill_ms": round(result.prefill_ms, 2), "steps": steps, "tokens_per_forward": round(tpf, 3),
+                            "canvases": result.canvases, "first_line_match": first, "exact_match": whole,
+                            "prompt_tokens": result.prompt_tokens}
+        if ar_engine is not None:
+            walls = []
+            for _ in range(repeats):
+                wall, ar_text, passes = run_ar(ar_engine, span, budget)
+                walls.append(wall)
+            first, whole = matches(ar_text, span.middle)
+            row["ar"] = {"wall_ms": round(statistics.median(walls), 2), "walls_ms": [round(w, 2) for w in walls],
+                         "forward_passes": passes, "first_line_match": first, "exact_match": whole}
+            row["speedup"] = round(row["ar"]["wall_ms"] / max(1e-6, row["diffusion"]["wall_ms"]), 3)
+        rows.append(row)
+    return summarize(length, canvases, budget, rows, ar_engine is not None)
+
+
+def summarize(length, canvases, budget, rows, with_ar: bool) -> dict:
+    n = max(1, len(rows))
+    d_walls = [w for r in rows for w in r["diffusion"]["walls_ms"]]
+    out = {
+        "length": length, "cases": len(rows), "max_canvases": canvases, "token_budget": budget,
+        "diffusion": {
+            "wall_ms": common.summary(d_walls),
+            "steps_mean": round(sum(r["diffusion"]["steps"] for r in rows) / n, 2),
+            "tokens_per_forward_mean": round(sum(r["diffusion"]["tokens_per_forward"] for r in rows) / n, 3),
+            "first_line_match": round(sum(r["diffusion"]["first_line_match"] for r in rows) / n, 3),
+            "exact_match": round(sum(r["diffusion"]["exact_match"] for r in rows) / n, 3),
+        },
+        "rows": rows,
+    }
+    if with_ar:
+        a_walls = [w for r in rows for w in r["ar"]["walls_ms"]]
+        out["ar"] = {
+            "wall_ms": common.summary(a_walls),
+            "forward_passes_mean": round(sum(r["ar"]["forward_passes"] for r in rows) / n, 2),
+            "first_line_match": round(sum(r["ar"]["first_line_match"] for r in rows) / n, 3),
+            "exact_match": round(sum(r["ar"]["exact_match"] for r in rows) / n, 3),
+        }
+        # Ratio of medians, both measured in this run on the same cases.
+        out["speedup"] = round(out["ar"]["wall_ms"]["p50"] / max(1e-6, out["diffusion"]["wall_ms"]["p50"]), 3)
+        out["speedup_per_case_median"] = round(statistics.median(r["speedup"] for r in rows), 3) if rows else 0.0
+    return out
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.decode", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny model as both models, two short lengths")
+    p.add_argument("--model", default=None)
+    p.add_argument("--ar-model", default=None, help="AR baseline directory (default runs/ar/model)")
+    p.add_argument("--lengths", default=None, help="middle lengths in tokens (default 8,32,64,128)")
+    p.add_argument("--cases", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from dg_engine import EngineConfig, load_engine
+
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = resolve_model(args.model, args.quick)
+    lengths = [int(x) for x in (args.lengths or ("8,16" if args.quick else "8,32,64,128")).split(",")]
+    cases, repeats = (2, 1) if args.quick else (args.cases, args.repeats)
+    engine = load_engine(EngineConfig(model=model))
+    ar_path, ar_note = ar_source(args)
+    ar_engine = load_engine(EngineConfig(model=ar_path)) if ar_path else None
+    warm = token_spans(engine.tokenizer, 8, 1, seed=99)[0]
+    run_diffusion(engine, warm, 1)
+    if ar_engine is not None:
+        run_ar(ar_engine, warm, 8)
+    load_before = os.getloadavg()
+    results = [measure_length(engine, ar_engine, n, cases, repeats) for n in lengths]
+    load_after = os.getloadavg()
+    at = next((r for r in results if r["length"] == TARGETS["length"]), None)
+    met = {}
+    if at is not None:
+        met["tokens_per_forward"] = at["diffusion"]["tokens_per_forward_mean"] >= TARGETS["tokens_per_forward"]
+        if "ar" in at:
+            met["speedup"] = at["speedup"] >= TARGETS["speedup"]
+            met["exact_match_not_worse"] = at["diffusion"]["exact_match"] >= at["ar"]["exact_match"]
+    payload = {
+        "model": model_label(model),
+        "ar_model": model_label(ar_path) if ar_path else None,
+        "ar_available": ar_engine is not None,
+        "ar_note": ar_note,
+        "quick": args.quick,
+        "settings": {"lengths": lengths, "cases_per_length": cases, "repeats": repeats, "threads": torch.get_num_threads(),
+                     "canvas_length": engine.defaults.canvas_length, "max_steps": engine.defaults.max_steps,
+                     "prefill": "cold (reuse_cache=False) for both", "ar_decoding": "greedy, KV-cached, same token budget",
+                     "exact_match": "trailing whitespace ignored"},
+        "load": {"before": load_before, "after": load_after},
+        "targets": TARGETS,
+        "target_met": met,
+        "lengths": results,
+    }
+    path = common.write("decode", payload, quick=args.quick)
+    for r in results:
+        d = r["diffusion"]
+        line = f"decode {r['length']:>4} tok: diffusion p50 {d['wall_ms']['p50']} ms, {d['tokens_per_forward_mean']} tok/fwd, exact {d['exact_match']}"
+        if "ar" in r:
+            line += f" | AR p50 {r['ar']['wall_ms']['p50']} ms, exact {r['ar']['exact_match']} | speedup {r['speedup']}x"
+        print(line)
+    print(f"wrote {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

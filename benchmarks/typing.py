@@ -1,0 +1,156 @@
+"""Latency while typing: an editor-shaped client retypes held-out function bodies into the server.
+
+This is the number a user feels. A real LSP client (pygls over stdio) opens a held-out stdlib
+module, deletes a function body, and retypes it one character per didChange at a fixed interval
+(50 ms: a fast typist; 150 ms: an ordinary one). After every edit it asks for inline completion at
+the cursor without waiting for the previous answer, as editors do; the server supersedes the older
+request (RequestCancelled, -32800). Recorded per interval: latency of the answered requests
+(p50/p95/p99), server CPU seconds per edit (/proc utime+stime), cancelled and failed requests,
+typed-ahead and result-cache hits, and desyncs (the server's `dg.documentHash` against the
+client's own text after each session; must be 0).
+
+    python -m benchmarks.typing [--quick] [--model embedded] [--intervals 50,150] [--bodies 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+
+from pygls.exceptions import JsonRpcRequestCancelled
+
+from . import common
+from .fixtures import function_bodies, model_label, resolve_model, typing_edits
+from .lspclient import Mirror, Server
+
+TARGETS = {"interval_ms": 150, "p50_ms": 150.0, "p95_ms": 400.0}
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.latencies_ms: list[float] = []
+        self.cancelled = 0
+        self.errors: list[str] = []
+        self.empty = 0
+
+    def record(self, future: asyncio.Future, sent: float) -> None:
+        elapsed = (time.perf_counter() - sent) * 1000
+        if future.cancelled():
+            self.errors.append("client future cancelled")
+            return
+        exc = future.exception()
+        if isinstance(exc, JsonRpcRequestCancelled):
+            self.cancelled += 1
+        elif exc is not None:
+            self.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+        else:
+            self.latencies_ms.append(elapsed)
+            result = future.result()
+            if result is None or not getattr(result, "items", None):
+                self.empty += 1
+
+
+async def retype(server: Server, body, interval_s: float, max_edits: int | None, tally: Tally, tag: str) -> dict:
+    """Delete one body and retype it; returns the session's counts."""
+    name = f"{tag}-{body.module.replace('/', '_')}"
+    mirror = Mirror(server, name, body.text)
+    mirror.replace(body.start, body.end, "")
+    edits = typing_edits(body.body)[:max_edits]
+    await asyncio.sleep(interval_s)
+    cursor = body.start
+    pending = []
+    cpu_before = server.cpu_seconds()
+    started = time.perf_counter()
+    for i, edit in enumerate(edits):
+        mirror.replace(cursor, cursor, edit)
+        cursor += len(edit)
+        sent = time.perf_counter()
+        future = asyncio.ensure_future(server.client.text_document_inline_completion_async(mirror.inline_params(cursor)))
+        future.add_done_callback(lambda f, sent=sent: tally.record(f, sent))
+        pending.append(future)
+        await asyncio.sleep(max(0.0, started + (i + 1) * interval_s - time.perf_counter()))
+    await asyncio.gather(*pending, return_exceptions=True)
+    cpu = server.cpu_seconds() - cpu_before
+    desync = await mirror.desynced()
+    mirror.close()
+    return {"module": body.module, "function": body.function, "edits": len(edits), "cpu_s": round(cpu, 3), "desynced": desync}
+
+
+async def run_interval(model: str, bodies, interval_ms: int, max_edits: int | None, extra: list[str]) -> dict:
+    tally = Tally()
+    async with Server(model, *extra) as server:
+        status = await server.command("dg.status")
+        sessions = []
+        for body in bodies:
+            sessions.append(await retype(server, body, interval_ms / 1000, max_edits, tally, f"i{interval_ms}"))
+        after = await server.command("dg.status")
+    edits = sum(s["edits"] for s in sessions)
+    cpu = sum(s["cpu_s"] for s in sessions)
+    return {
+        "interval_ms": interval_ms,
+        "edits": edits,
+        "requests": edits,
+        "answered": len(tally.latencies_ms),
+        "answered_empty": tally.empty,
+        "cancelled": tally.cancelled,
+        "errors": len(tally.errors),
+        "error_samples": tally.errors[:5],
+        "latency_ms": common.summary(tally.latencies_ms),
+        "latencies_ms": [round(x, 2) for x in tally.latencies_ms],
+        "cpu_s_per_edit": round(cpu / max(1, edits), 4),
+        "cpu_s_total": round(cpu, 2),
+        "superseded_server": after["superseded"] - status["superseded"],
+        "typed_ahead_hits": after["typedAheadHits"] - status["typedAheadHits"],
+        "result_cache_hits": after["cacheHits"] - status["cacheHits"],
+        "desyncs": sum(1 for s in sessions if s["desynced"]),
+        "sessions": sessions,
+        "engine": {k: status.get(k) for k in ("device", "dtype", "quantization", "parameters", "canvasLength", "maxSteps")},
+    }
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.typing", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny model, one short session per interval")
+    p.add_argument("--model", default=None, help="'embedded' (default), 'tiny' (quick default) or a model directory")
+    p.add_argument("--intervals", default="50,150", help="milliseconds between keystrokes, comma-separated")
+    p.add_argument("--bodies", type=int, default=5, help="function bodies retyped per interval")
+    p.add_argument("--quantization", default="none")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    model = resolve_model(args.model, args.quick)
+    bodies = function_bodies(1 if args.quick else args.bodies)
+    max_edits = 20 if args.quick else None
+    extra = ["--quantization", args.quantization] if args.quantization != "none" else []
+    load_before = os.getloadavg()
+    runs = [asyncio.run(run_interval(model, bodies, int(i), max_edits, extra)) for i in args.intervals.split(",")]
+    load_after = os.getloadavg()
+    at_target = next((r for r in runs if r["interval_ms"] == TARGETS["interval_ms"]), None)
+    met = None
+    if at_target is not None and at_target["answered"]:
+        met = at_target["latency_ms"]["p50"] <= TARGETS["p50_ms"] and at_target["latency_ms"]["p95"] <= TARGETS["p95_ms"]
+    payload = {
+        "model": model_label(model),
+        "quick": args.quick,
+        "settings": {"intervals_ms": [int(i) for i in args.intervals.split(",")], "bodies": [f"{b.module}:{b.function}" for b in bodies],
+                     "max_edits_per_body": max_edits, "quantization": args.quantization, "server": "python -m dg_lsp serve (stdio)"},
+        "load": {"before": load_before, "after": load_after},
+        "targets": TARGETS,
+        "target_met": met,
+        "runs": runs,
+    }
+    path = common.write("typing", payload, quick=args.quick)
+    for r in runs:
+        lat = r["latency_ms"]
+        print(f"typing @{r['interval_ms']} ms: {r['answered']}/{r['requests']} answered, p50 {lat['p50']} p95 {lat['p95']} "
+              f"p99 {lat['p99']} ms, {r['cancelled']} cancelled, cpu {r['cpu_s_per_edit']} s/edit, desyncs {r['desyncs']}")
+    print(f"wrote {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()
