@@ -1,0 +1,84 @@
+"""The fill pipeline on the tiny model: repair, variable lengths, joint holes, minimal edits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dg_lsp.documents import Snapshot
+from dg_lsp.edits import apply_edits, minimal_edits
+from dg_lsp.fill import FillJob, error_positions, request_for, run_fill
+from dg_lsp.joint import run_joint
+from dg_lsp.settings import Settings
+from dg_lsp.syntax import extract_context, language_for
+
+
+def job(text: str, start: int, end: int | None = None, mode: str = "fim", **settings) -> FillJob:
+    snap = Snapshot("file:///w/a.py", 1, "python", text)
+    base = Settings().update({"maxSteps": 3, **settings})[0]
+    return FillJob(snap, start, start if end is None else end, mode, base)
+
+
+def test_actions_try_several_lengths_and_inline_does_not():
+    text = "def f(x):\n    return x\n"
+    fim = job(text, 10, mode="fim")
+    ctx = extract_context(text, 10, 10, language_for("python", None))
+    assert request_for(fim, ctx).lengths == (16, 32, 64)
+    assert request_for(dataclasses.replace(fim, mode="inline"), ctx).lengths == ()
+    off = job(text, 10, mode="fim", variableLength=False)
+    assert request_for(off, ctx).lengths == ()
+
+
+def test_syntax_repair_renoises_tokens_of_fills_that_add_errors(engine, monkeypatch):
+    calls = []
+    original = engine.renoise
+
+    def spy(request, cand, positions, cancel=None):
+        calls.append(positions)
+        return original(request, cand, positions, cancel)
+
+    monkeypatch.setattr(engine, "renoise", spy)
+    text = "def f(x):\n    return (x + \n"
+    # Noise from a random model nearly always breaks the syntax, so repair must kick in.
+    run_fill(engine, job(text, len("def f(x):\n    return (x + "), mode="inline", repairRounds=2), None)
+    assert calls and all(positions == sorted(set(positions)) for positions in calls)
+    calls.clear()
+    run_fill(engine, job(text, len("def f(x):\n    return (x + "), mode="inline", syntaxRepair=False), None)
+    assert calls == []
+
+
+def test_error_positions_cover_the_broken_tokens(engine):
+    from dg_engine import FillRequest
+
+    text = "x = [1, 2\ny = 3\n"
+    spec = language_for("python", None)
+    ctx = extract_context(text, 9, 9, spec)
+    cand = engine.fill(FillRequest(ctx.prefix, ctx.suffix)).candidates[0]
+    cand = dataclasses.replace(cand, text=")]", token_offsets=[(0, 1), (1, 2)], token_ids=cand.token_ids[:2])
+    positions = error_positions(cand, ctx, spec)
+    assert 0 in positions or 1 in positions
+
+
+def test_joint_fill_returns_one_edit_per_hole(engine):
+    text = "def a():\n    ...\n\n\ndef b():\n    ...\n"
+    holes = [(text.index("..."), text.index("...") + 3), (text.rindex("..."), text.rindex("...") + 3)]
+    edits, fill = run_joint(engine, job(text, holes[0][0], holes[1][1], mode="holes"), holes, None)
+    assert [(a, b) for a, b, _ in edits] == holes
+    assert fill.kind == "holes" and fill.steps >= 1
+
+
+@pytest.mark.parametrize("old,new", [
+    ("the quick brown fox", "the quick red fox"),
+    ("a b c d", "a c d e"),
+    ("same", "same"),
+    ("", "new text"),
+])
+def test_minimal_edits_rebuild_the_new_text_and_touch_only_changes(old, new):
+    edits = minimal_edits(old, new, base=10)
+    doc = "0123456789" + old + "!"
+    assert apply_edits(doc, edits) == "0123456789" + new + "!"
+    changed = sum(b - a for a, b, _ in edits)
+    assert changed <= len(old)
+    if old == "the quick brown fox":
+        assert edits == [(20, 25, "red")]
