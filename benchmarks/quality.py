@@ -1,0 +1,383 @@
+"""Fill quality: how often the embedded model's fills are right, next to an AR model and baselines.
+
+The speed benchmarks say how fast a fill arrives; this one says whether it is worth having. It
+fills holes from HumanEval-Infilling (exact match and pass@1 by running the tests) and holes cut
+from the held-out standard-library modules (exact match, edit similarity), and for every fill
+checks whether the file gained tree-sitter syntax errors. Fills go through the server's own
+pipeline (`dg_lsp.fill.context_for` -> `Engine.fill` -> `syntax.postprocess` -> `syntax.rank`),
+and the raw model text is scored too, so the effect of post-processing is visible.
+
+Systems: the embedded diffusion model with n=1 and n=4 candidates, the autoregressive baseline
+(same backbone, same FIM prompt, greedy), two trivial baselines (empty fill, previous line
+repeated) and the canonical middle itself (a check of the executor and of what post-processing
+does to a correct answer).
+
+    python -m benchmarks.quality                        # full run -> results/quality.{json,md,png}
+    python -m benchmarks.quality --quick --model DIR    # a few cases, results/quality.quick.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import common
+from . import quality_report as report
+from .heldout import KINDS, cut_holes, held_out_files
+from .humaneval import REPO, SETS, Case, Executor, data_dir, load_cases
+
+FULL_LIMITS = {"single": 150, "multi": 100, "span": 100}
+QUICK_LIMITS = {"single": 3, "multi": 3, "span": 3}
+SHORT = {"single": "he_single_line", "multi": "he_multi_line", "span": "he_random_span"}
+HELDOUT_SHARES = {"single_line": 0.4, "multi_line": 0.3, "random_span": 0.3}
+TARGETS = [  # (what, set, metric, threshold)
+    ("held-out single-line exact match", "heldout_single_line", "exact_match", 0.30),
+    ("held-out random-span exact match", "heldout_random_span", "exact_match", 0.40),
+    ("HumanEval single-line pass@1", "he_single_line", "pass_at_1", 0.15),
+    ("fills syntactically valid (all sets)", "*", "syntax_ok", 0.90),
+]
+
+
+# Metrics ------------------------------------------------------------------------------------
+
+
+def normalize(text: str) -> str:
+    """Trailing whitespace of every line and trailing blank lines removed; indentation kept."""
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n")).rstrip("\n")
+
+
+def exact_match(fill: str, middle: str) -> bool:
+    return normalize(fill) == normalize(middle)
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Character edit distance (insert, delete, substitute), one row of the table at a time."""
+    if len(a) < len(b):
+        a, b = b, a
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        diagonal, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ca != cb))
+    return row[-1]
+
+
+def edit_similarity(fill: str, middle: str) -> float:
+    """1 - Levenshtein / max length, on normalized texts; 1.0 when both are empty."""
+    a, b = normalize(fill), normalize(middle)
+    return 1.0 if not a and not b else 1 - levenshtein(a, b) / max(len(a), len(b))
+
+
+def syntax_errors(text: str) -> int:
+    """ERROR and MISSING nodes in tree-sitter's Python parse of the text."""
+    from dg_lsp.syntax import DocumentTree, language_for
+
+    return len(DocumentTree(text, language_for("python", None)).error_ranges())
+
+
+# Systems: each maps cases (with their server context) to (raw, processed, milliseconds) -------
+
+
+def contexts(cases: list[Case], budget: int) -> list[tuple]:
+    """The server's context for each hole: `dg_lsp.fill.context_for` on a document snapshot."""
+    from dg_lsp.documents import Snapshot
+    from dg_lsp.fill import FillJob, context_for
+    from dg_lsp.settings import Settings
+
+    settings = Settings(context_budget=budget)
+    out = []
+    for case in cases:
+        snapshot = Snapshot(f"file:///bench/{case.id.replace('/', '_')}.py", 0, "python", case.text)
+        out.append(context_for(FillJob(snapshot, case.offset, case.offset, "fim", settings)))
+    return out
+
+
+def choose(texts: list[str], scores: list[float], ctx, spec) -> str:
+    """The fill the server shows: rank order (no new syntax errors, then confidence), non-blank first."""
+    from dg_lsp.syntax import rank
+
+    order = rank(list(zip(texts, scores)), ctx, spec)
+    return next((texts[i] for i in order if texts[i].strip()), texts[order[0]])
+
+
+def run_diffusion(engine, cases, ctxs, n: int, canvases: int, seed: int):
+    from dg_engine import FillRequest
+    from dg_lsp.syntax import postprocess
+
+    for case, (ctx, spec) in zip(cases, ctxs):
+        started = time.perf_counter()
+        result = engine.fill(FillRequest(prefix=ctx.prefix, suffix=ctx.suffix, n=n, max_canvases=canvases, seed=seed))
+        cleaned = [postprocess(c.text, ctx, spec) for c in result.candidates]
+        shown = choose(cleaned, [c.mean_confidence for c in result.candidates], ctx, spec)
+        yield result.candidates[0].text, shown, (time.perf_counter() - started) * 1000
+
+
+def run_ar(engine, cases, ctxs, max_new_tokens: int):
+    from dg_engine.autoregressive import ar_generate
+    from dg_lsp.syntax import postprocess
+
+    for case, (ctx, spec) in zip(cases, ctxs):
+        started = time.perf_counter()
+        ids = engine.format.infill_ids(ctx.prefix, ctx.suffix)
+        new, _, _ = ar_generate(engine.model, ids, max_new_tokens, set(engine.format.stop_ids))
+        raw = engine.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        yield raw, postprocess(raw, ctx, spec), (time.perf_counter() - started) * 1000
+
+
+def previous_line(case: Case) -> str:
+    """The nearest non-blank line above the hole's line, from the hole's column on."""
+    line_start = case.text.rfind("\n", 0, case.offset) + 1
+    column = case.offset - line_start
+    for line in reversed(case.text[: max(0, line_start - 1)].split("\n")):
+        if line.strip():
+            return line[column:]
+    return ""
+
+
+def run_fixed(fills: list[str], ctxs):
+    from dg_lsp.syntax import postprocess
+
+    for fill, (ctx, spec) in zip(fills, ctxs):
+        started = time.perf_counter()
+        yield fill, postprocess(fill, ctx, spec), (time.perf_counter() - started) * 1000
+
+
+# Scoring --------------------------------------------------------------------------------------
+
+
+def score(cases: list[Case], fills: list[str], executor: Executor | None) -> dict:
+    """Exact match, edit similarity, no-new-syntax-error share and (with tests) pass@1."""
+    originals = [syntax_errors(c.original) for c in cases]
+    exact = [exact_match(f, c.middle) for f, c in zip(fills, cases)]
+    similar = [edit_similarity(f, c.middle) for f, c in zip(fills, cases)]
+    valid = [syntax_errors(c.filled(f)) <= o for f, c, o in zip(fills, cases, originals)]
+    out = {
+        "exact_match": _mean(exact),
+        "edit_similarity": _mean(similar),
+        "syntax_ok": _mean(valid),
+        "counts": {"cases": len(cases), "exact": sum(exact), "syntax_ok": sum(valid)},
+    }
+    kinds = sorted({c.kind for c in cases})
+    if len(kinds) > 1:
+        out["exact_match_by_kind"] = {k: _mean([e for e, c in zip(exact, cases) if c.kind == k]) for k in kinds}
+    if executor is not None and all(c.test is not None for c in cases):
+        outcomes = executor.run_many([c.filled(f) + "\n" + c.test for f, c in zip(fills, cases)])
+        out["pass_at_1"] = _mean([o.passed for o in outcomes])
+        for status in ("passed", "failed", "timeout"):
+            out["counts"][status] = sum(o.status == status for o in outcomes)
+    return out
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+# Orchestration --------------------------------------------------------------------------------
+
+
+def parse_counts(value: str | None, names, default: dict) -> dict:
+    """"150" (every name) or "single=150,multi=100"; unknown names are an error."""
+    if not value:
+        return dict(default)
+    if "=" not in value:
+        return {k: int(value) for k in names}
+    counts = dict(default)
+    for part in value.split(","):
+        key, _, number = part.partition("=")
+        if key.strip() not in names:
+            raise SystemExit(f"unknown set {key!r}; choose from {', '.join(names)}")
+        counts[key.strip()] = int(number)
+    return counts
+
+
+def heldout_counts(value: str | None, quick: bool) -> dict:
+    short = {"single": "single_line", "multi": "multi_line", "span": "random_span"}
+    if value and "=" in value:
+        return {short[k]: v for k, v in parse_counts(value, short, {k: 0 for k in short}).items()}
+    if not value and quick:
+        return {k: 1 for k in HELDOUT_SHARES}
+    total = int(value) if value else 200
+    counts = {k: int(total * share) for k, share in HELDOUT_SHARES.items()}
+    counts["single_line"] += total - sum(counts.values())
+    return counts
+
+
+def load(model: str | None, label: str, problems: dict):
+    """(engine, provenance) or (None, None) with the reason recorded."""
+    if model is None:
+        return None, None
+    from dg_engine import EngineConfig, load_engine
+
+    try:
+        engine = load_engine(EngineConfig(model=model, device="cpu"))
+    except Exception as exc:  # a missing or broken model skips its systems, it does not end the run
+        problems[label] = f"{type(exc).__name__}: {exc}"
+        return None, None
+    from dg_engine.loader import resolve_source
+
+    weights = resolve_source(model) / "model.safetensors"
+    info = {**engine.info(), "path": str(resolve_source(model))}
+    info["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
+    info["weights_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(weights.stat().st_mtime))
+    return engine, info
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.splitlines()[0])
+    default_ar = REPO / "runs" / "ar" / "model"
+    p.add_argument("--quick", action="store_true", help="3 cases per HumanEval set, 3 held-out holes")
+    p.add_argument("--model", default="embedded", help="diffusion model: 'embedded' or a directory")
+    p.add_argument("--ar-model", default=str(default_ar) if default_ar.is_dir() else None,
+                   help="AR baseline directory ('none' to skip; default runs/ar/model if present)")
+    p.add_argument("--limit", help="HumanEval cases per set: N, or single=N,multi=N,span=N")
+    p.add_argument("--heldout", help="held-out holes: a total, or single=N,multi=N,span=N")
+    p.add_argument("--n", default="1,4", help="candidate counts for the embedded model")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--context-budget", type=int, default=2048, help="tokens of context (server default)")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per test program")
+    p.add_argument("--workers", type=int, default=2, help="test programs run in parallel")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--note", default="", help="recorded in the JSON (e.g. which checkpoint)")
+    p.add_argument("--out-dir", help="write results here instead of benchmarks/results")
+    return p.parse_args(argv)
+
+
+def collect(args) -> tuple[dict[str, list[Case]], dict]:
+    """The cases of every set, and the reason for each set that was skipped."""
+    sets, skipped = {}, {}
+    limits = parse_counts(args.limit, SHORT, QUICK_LIMITS if args.quick else FULL_LIMITS)
+    if data_dir() is None:
+        for name in SETS:
+            skipped[name] = "HumanEval-Infilling data not found at ../shared/data or /work/shared/data"
+    else:
+        for short, name in SHORT.items():
+            sets[name] = load_cases(name, limits[short], args.seed)
+    counts = heldout_counts(args.heldout, args.quick)
+    held = cut_holes(held_out_files(), counts, args.seed)
+    for kind in KINDS:
+        sets[f"heldout_{kind}"] = [c for c in held if c.set == f"heldout_{kind}"]
+    return {k: v for k, v in sets.items() if v}, skipped
+
+
+def evaluate(args) -> dict:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    problems: dict[str, str] = {}
+    sets, skipped = collect(args)
+    embedded, embedded_info = load(args.model, "embedded", problems)
+    ar_model = None if (args.ar_model or "none") == "none" else args.ar_model
+    if ar_model is None:
+        problems["ar"] = "no AR model directory (runs/ar/model does not exist and --ar-model not given)"
+    ar, ar_info = load(ar_model, "ar", problems)
+    ns = [int(x) for x in args.n.split(",") if x.strip()]
+    executor = Executor(args.timeout, args.workers)
+    canvas = embedded.defaults.canvas_length if embedded else 32
+    results, timing = {}, {}
+    for name, cases in sets.items():
+        canvases = 1 if "single_line" in name else 4  # inline ghost text vs. the code actions' setting
+        ctxs = contexts(cases, args.context_budget)
+        systems = {}
+        if embedded:
+            for n in ns:
+                systems[f"embedded_n{n}"] = lambda n=n: run_diffusion(embedded, cases, ctxs, n, canvases, args.seed)
+        if ar:
+            systems["ar_greedy"] = lambda: run_ar(ar, cases, ctxs, canvas * canvases)
+        systems["empty"] = lambda: run_fixed(["" for _ in cases], ctxs)
+        systems["previous_line"] = lambda: run_fixed([previous_line(c) for c in cases], ctxs)
+        systems["canonical"] = lambda: run_fixed([c.middle for c in cases], ctxs)
+        test_runner = executor if name in SETS else None
+        results[name] = {"cases": len(cases), "max_canvases": canvases, "systems": {}}
+        for system, run in systems.items():
+            t0 = time.perf_counter()
+            raw, shown, ms = zip(*run())
+            results[name]["systems"][system] = {
+                "processed": score(cases, list(shown), test_runner),
+                "raw": score(cases, list(raw), test_runner),
+                "latency_ms": common.summary(list(ms)),
+            }
+            timing[f"{name}/{system}"] = round(time.perf_counter() - t0, 2)
+            print(f"{name:22s} {system:14s} {_line(results[name]['systems'][system]['processed'])}", file=sys.stderr)
+    return {
+        "quick": args.quick,
+        "note": args.note,
+        "models": {"embedded": embedded_info, "ar": ar_info},
+        "problems": problems,
+        "settings": _settings(args, sets, embedded),
+        "skipped_sets": skipped,
+        "sets": results,
+        "targets": targets(results),
+        "training": report.training_summary(REPO / "runs"),
+        "timing_s": {"total": round(time.perf_counter() - started, 1), "per_set_system": timing},
+    }
+
+
+def _line(m: dict) -> str:
+    extra = f" pass@1 {m['pass_at_1']:.3f}" if "pass_at_1" in m else ""
+    return f"EM {m['exact_match']:.3f} ES {m['edit_similarity']:.3f} syntax {m['syntax_ok']:.3f}{extra}"
+
+
+def _settings(args, sets, embedded) -> dict:
+    return {
+        "cases_per_set": {k: len(v) for k, v in sets.items()},
+        "humaneval_selection": f"seeded sample (seed {args.seed}) spread over each file, in file order",
+        "heldout_holes": f"cut by benchmarks/heldout.py with seed {args.seed} from HELD_OUT modules only",
+        "n": args.n,
+        "seed": args.seed,
+        "context_budget_tokens": args.context_budget,
+        "canvas_length": embedded.defaults.canvas_length if embedded else None,
+        "max_steps": embedded.defaults.max_steps if embedded else None,
+        "max_canvases": "1 for single-line sets (inline), 4 for the others (code actions)",
+        "ar_max_new_tokens": "canvas_length x max_canvases of the set",
+        "test_timeout_s": args.timeout,
+        "reported": "processed = the server pipeline (context_for, postprocess, rank, first non-blank); "
+        "raw = the engine's first candidate as the model wrote it",
+        "exact_match": "equal after removing trailing whitespace per line and trailing blank lines",
+        "edit_similarity": "1 - Levenshtein(characters) / max length, on the same normalized texts",
+        "syntax_ok": "the filled file has no more tree-sitter ERROR/MISSING nodes than the original file",
+        "pass_at_1": "prefix + fill + suffix + test + check(entry_point) exits 0 in `python -I`, no sockets, "
+        "2 GiB memory cap, timeouts count as failures",
+    }
+
+
+def targets(results: dict) -> list[dict]:
+    out = []
+    for what, name, metric, threshold in TARGETS:
+        for system in ("embedded_n1", "embedded_n4"):
+            found = [r["systems"][system]["processed"] for k, r in results.items()
+                     if (name == "*" or k == name) and system in r["systems"]]
+            if not found or any(metric not in f for f in found):
+                continue
+            total = sum(f["counts"]["cases"] for f in found)
+            value = round(sum(f[metric] * f["counts"]["cases"] for f in found) / total, 4)
+            out.append({"target": what, "system": system, "value": value, "threshold": threshold,
+                        "met": value >= threshold})
+    return out
+
+
+def main(argv: list[str] | None = None) -> Path:
+    args = parse_args(argv)
+    payload = evaluate(args)
+    if args.out_dir:
+        out = Path(args.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / ("quality.quick.json" if args.quick else "quality.json")
+        path.write_text(json.dumps({"benchmark": "quality", "machine": common.machine(), **payload}, indent=2) + "\n")
+    else:
+        out = common.RESULTS
+        path = common.write("quality", payload, quick=args.quick)
+    if args.out_dir or not args.quick:
+        report.write_all(json.loads(path.read_text()), out, REPO / "runs", quick=args.quick)
+    print(path)
+    return path
+
+
+if __name__ == "__main__":
+    main()

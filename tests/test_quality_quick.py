@@ -1,0 +1,120 @@
+"""The quality benchmark: its metric code on hand-made cases, and a quick end-to-end run.
+
+The benchmark's figures are only as good as its scoring, so the scoring is checked on cases whose
+answers are known: exact match and edit similarity, the pass@1 sandbox (a correct middle passes,
+a wrong one fails, an endless loop times out, a socket connection is refused), the held-out hole
+cutter, and the trivial baselines. The quick run uses the tiny random model as both the diffusion
+and the AR model and checks the structure of the JSON it writes; its canonical-middle reference
+row must pass every test it runs, which is what proves that cases are assembled correctly.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import quality  # noqa: E402
+from benchmarks.heldout import cut_holes, held_out_files  # noqa: E402
+from benchmarks.humaneval import Case, data_dir, load_cases, run_program  # noqa: E402
+from dg_engine.train.corpus import HELD_OUT  # noqa: E402
+
+METRICS = {"exact_match", "edit_similarity", "syntax_ok", "counts"}
+
+
+def test_exact_match_ignores_trailing_whitespace_only():
+    assert quality.exact_match("    x = 1   \n\n", "    x = 1")
+    assert quality.exact_match("a\r\nb", "a  \nb")
+    assert not quality.exact_match("x = 1", "    x = 1")  # indentation counts
+    assert not quality.exact_match("x = 2", "x = 1")
+
+
+def test_edit_similarity():
+    assert quality.levenshtein("kitten", "sitting") == 3
+    assert quality.levenshtein("", "abc") == 3
+    assert quality.edit_similarity("abc", "abd") == pytest.approx(2 / 3)
+    assert quality.edit_similarity("", "") == 1.0
+    assert quality.edit_similarity("", "abc") == 0.0
+    assert quality.edit_similarity("x = 1  \n", "x = 1") == 1.0
+
+
+def test_sandbox_passes_fails_times_out_and_blocks_sockets():
+    program = "def add(a, b):\n{}\n\ndef check(f):\n    assert f(2, 3) == 5\n\ncheck(add)\n"
+    assert run_program(program.format("    return a + b")).status == "passed"
+    assert run_program(program.format("    return a - b")).status == "failed"
+    assert run_program(program.format("    while True:\n        pass"), timeout=1).status == "timeout"
+    blocked = run_program("import socket\nsocket.create_connection(('127.0.0.1', 9))\n")
+    assert blocked.status == "failed" and "network access is disabled" in blocked.detail
+    raw = run_program("import _socket\ns = _socket.socket()\ns.connect(('127.0.0.1', 9))\n")
+    assert raw.status == "failed" and "network access is disabled" in raw.detail
+
+
+def test_syntax_errors_and_previous_line_baseline():
+    assert quality.syntax_errors("def f():\n    return 1\n") == 0
+    assert quality.syntax_errors("def f(:\n    return 1\n") > 0
+    text = "def f(x):\n    y = x + 1\n\n    return y\n"
+    fresh = Case("t", "fresh", "whole_line", text, text.index("\n    return") + 1, "")
+    assert quality.previous_line(fresh) == "    y = x + 1"
+    lines = "total = a + b\ncount = "
+    rest = Case("t", "rest", "rest_of_line", lines, len(lines), "")
+    assert quality.previous_line(rest) == "a + b"
+
+
+def test_heldout_holes_are_deterministic_and_held_out():
+    files = held_out_files()
+    counts = {"single_line": 4, "multi_line": 3, "random_span": 3}
+    first, second = cut_holes(files, counts, seed=1), cut_holes(files, counts, seed=1)
+    assert [(c.id, c.middle) for c in first] == [(c.id, c.middle) for c in second]
+    assert len(first) == 10 and all(c.middle.strip() for c in first)
+    assert all(c.id.rsplit(":", 1)[0] in HELD_OUT for c in first)
+    for case in first:
+        source = next(f.text for f in files if f.name == case.id.rsplit(":", 1)[0])
+        assert case.original == source
+
+
+@pytest.mark.skipif(data_dir() is None, reason="HumanEval-Infilling data not present")
+def test_humaneval_line_cases_keep_the_program_text():
+    case = load_cases("he_single_line", 1)[0]
+    assert not case.middle.endswith("\n") and case.text[case.offset] == "\n"
+    assert case.original.count("\n") == case.text.count("\n")
+
+
+def test_quick_run_writes_the_expected_json(tiny_dir, tmp_path):
+    argv = ["--quick", "--model", str(tiny_dir), "--ar-model", str(tiny_dir), "--threads", "1",
+            "--out-dir", str(tmp_path)]
+    path = quality.main(argv)
+    payload = json.loads(Path(path).read_text())
+    assert payload["benchmark"] == "quality" and payload["quick"] is True
+    assert {"machine", "models", "settings", "sets", "targets", "training", "timing_s"} <= payload.keys()
+    assert payload["models"]["embedded"]["parameters"] > 0 and payload["models"]["ar"] is not None
+    expected = {"heldout_single_line", "heldout_multi_line", "heldout_random_span"}
+    if data_dir() is not None:
+        expected |= {"he_single_line", "he_multi_line", "he_random_span"}
+    else:
+        assert set(payload["skipped_sets"]) == {"he_single_line", "he_multi_line", "he_random_span"}
+    assert set(payload["sets"]) == expected
+    for name, result in payload["sets"].items():
+        assert result["cases"] == (3 if name.startswith("he_") else 1)
+        systems = result["systems"]
+        assert set(systems) == {"embedded_n1", "embedded_n4", "ar_greedy", "empty", "previous_line", "canonical"}
+        for system in systems.values():
+            for variant in ("processed", "raw"):
+                metrics = system[variant]
+                assert METRICS <= metrics.keys()
+                assert all(0.0 <= metrics[k] <= 1.0 for k in ("exact_match", "edit_similarity", "syntax_ok"))
+                assert ("pass_at_1" in metrics) == name.startswith("he_")
+            assert system["latency_ms"]["n"] == result["cases"]
+        reference = systems["canonical"]["raw"]
+        assert reference["exact_match"] == 1.0 and reference["syntax_ok"] == 1.0
+        if name.startswith("he_"):
+            assert reference["pass_at_1"] == 1.0
+        if name == "he_single_line":
+            assert systems["empty"]["raw"]["exact_match"] == 0.0
+    assert (tmp_path / "quality.quick.md").read_text().startswith("# Fill quality")
+    assert (tmp_path / "quality_quick_exact_match.png").stat().st_size > 0
