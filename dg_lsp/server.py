@@ -22,12 +22,13 @@ from pygls.lsp.server import LanguageServer
 
 from dg_engine import Cancelled, EngineConfig, OutOfMemoryError
 
-from . import __version__
+from . import __version__, lifetime
 from .confidence import ConfidenceTracker
 from .crossfile import ChunkIndex, inside, uri_path
 from .documents import DocumentStore
 from .engine_host import EngineHost
 from .fill import ResultCache
+from .protocol import DgProtocol, install_test_faults, start_io
 from .routes import ROUTES, Policy, Ready, Route, WorkerFeature
 from .scheduler import Scheduler
 from .settings import Settings
@@ -39,7 +40,8 @@ log = logging.getLogger("dg_lsp")
 
 class DgServer(LanguageServer):
     def __init__(self, engine_override: EngineConfig | None = None, loader=None):
-        super().__init__("dg-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("dg-lsp", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         protocol_cls=DgProtocol)  # hardened framing, lifecycle and replies (protocol.py)
         self.documents = DocumentStore(make_tree)
         self.scheduler = Scheduler()
         self.host = EngineHost(loader) if loader else EngineHost()
@@ -209,21 +211,7 @@ class DgServer(LanguageServer):
 
     def watch_parent(self, pid: int | None) -> None:
         """Exit when the editor's process dies, so an orphaned server never holds the model."""
-        if not pid or pid == os.getpid():
-            return
-
-        def watch() -> None:
-            while True:
-                time.sleep(0.5)
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    log.info("the editor (pid %s) is gone; exiting", pid)
-                    os._exit(0)
-                except PermissionError:
-                    pass
-
-        threading.Thread(target=watch, name="dg-parent-watch", daemon=True).start()
+        lifetime.watch_parent(pid)
 
     def release(self) -> None:
         self.scheduler.shutdown()
@@ -287,6 +275,7 @@ def register(server: DgServer) -> None:
 def build_server(engine_override: EngineConfig | None = None, loader=None) -> DgServer:
     server = DgServer(engine_override, loader)
     register(server)
+    install_test_faults(server)  # only with DG_LSP_TEST_FAULTS=1; see protocol.py
     return server
 
 
@@ -301,5 +290,5 @@ def serve(config: EngineConfig | None = None, tcp: str | None = None) -> int:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))
     else:
-        server.start_io()
+        start_io(server)  # protocol.py: capped framing; exits on `exit` and at end of input
     return 0

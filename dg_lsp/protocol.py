@@ -1,0 +1,632 @@
+"""The JSON-RPC layer, hardened: framing, a size cap, lifecycle errors and a reply for every request.
+
+pygls 2.1 reads the base protocol in `pygls.io_.run_async` and dispatches in `JsonRPCProtocol`.
+Both trust their input more than an editor's pipe deserves. This module replaces the stdio reader
+(`start_io`, `FrameReader`) and subclasses the protocol (`DgProtocol`) to fill these gaps:
+
+* Framing. Headers are read line by line; `Content-Length` is matched case-insensitively and
+  also at the end of a line that starts with garbage, so the reader finds the next message after
+  stray bytes. A header block without a valid length is skipped. pygls instead needs the exact
+  line `Content-Length: N\\r\\n` and can lose every later message after one bad header.
+* Size cap. A message over `MAX_MESSAGE_BYTES` is never held in memory: the first
+  `SALVAGE_BYTES` are kept to find its id, the rest is read and discarded in chunks, a request
+  gets InvalidRequest (-32600) and the server goes on with the next message.
+* Parse errors get ParseError (-32700). pygls logs them and answers nothing, so the client waits
+  forever. The reply carries the request's id when the broken text still shows a top-level
+  `"id"` and `"method"`, otherwise `null` (as JSON-RPC prescribes).
+* Invalid params (a position that is a string, a missing field) get InvalidParams (-32602) with
+  the id. pygls raises them inside `json.loads`, where the id is already lost.
+* Lifecycle. Requests before `initialize` get ServerNotInitialized (-32002) and notifications
+  are dropped; a second `initialize` and any request after `shutdown` get InvalidRequest
+  (pygls drops them silently, so the client hangs). `exit` ends the process with 0 after
+  `shutdown` and 1 without, at once, even while the model is computing (see `lifetime`).
+* End of input on stdin ends the process (0 after `shutdown`, 1 without) instead of waiting for
+  the compute worker to finish its job.
+* Unknown notifications are ignored, `$/` ones without even a log line; unknown requests get
+  MethodNotFound (-32601) as before.
+* Commands run as an inner handler of pygls' `workspace/executeCommand` generator. A
+  `$/cancelRequest` only cancelled the outer future, so the model job kept running, and the
+  inner future stayed in `_request_futures` forever (a leak per command). Both are fixed in
+  `_run_generator`. `shutdown` cancelled in-flight requests while iterating the dict that the
+  cancellations modify; it iterates over a copy here.
+* A reply that cannot be serialized is answered with InternalError (-32603) instead of nothing.
+
+Test faults. When the environment variable `DG_LSP_TEST_FAULTS=1` is set (never in normal use;
+nothing in the settings can turn it on), `install_test_faults` registers extra commands:
+
+* `dg.test.raise` with `{"where": "loop" | "worker"}`: the handler raises, on the event loop or
+  inside a compute-worker job; the request must answer InternalError and the server go on.
+* `dg.test.oomNextFill` with `{"megabytes": N}`: the next model call allocates N MiB and then
+  raises `torch.OutOfMemoryError`, as a device out of memory would.
+
+They are advertised in the capabilities' command list only when the variable is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import uuid
+from concurrent.futures import CancelledError as FutureCancelledError
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, BinaryIO, Callable
+
+from lsprotocol import types
+from lsprotocol.types import ResponseErrorMessage
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import JsonRPCNotification, JsonRPCRequestMessage, JsonRPCResponseMessage, LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from . import lifetime
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # A message body over this is discarded unread.
+MAX_HEADER_LINE_BYTES = 8192  # A longer "header line" is garbage; only its tail is kept.
+SALVAGE_BYTES = 65536  # How much of a broken or oversized body is searched for its id.
+READ_CHUNK_BYTES = 65536
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_NOT_INITIALIZED = -32002
+REQUEST_CANCELLED = -32800
+
+TEST_FAULTS_ENV = "DG_LSP_TEST_FAULTS"
+
+_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\S*)[ \t]*\r?\n?\Z", re.IGNORECASE)
+_HEADER = re.compile(rb"^[A-Za-z0-9-]+[ \t]*:")
+_ID_VALUE = re.compile(r'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+
+
+# --- Framing -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A message whose body was over the cap and was discarded; `id` if its start showed one."""
+
+    length: int
+    id: int | str | None
+
+
+@dataclass(frozen=True)
+class Unparsable:
+    """A framed body that is not UTF-8 JSON; `id` if its text still shows a request's id."""
+
+    reason: str
+    id: int | str | None
+
+
+class FrameReader:
+    """Splits a byte stream into message bodies; never holds more than one capped body.
+
+    `read(n)` returns at most n bytes, and b"" at end of input. `next()` returns the next body
+    (bytes), an `Oversized` for a discarded one, or None at end of input.
+    """
+
+    def __init__(self, read: Callable[[int], bytes], max_message: int = MAX_MESSAGE_BYTES):
+        self._read = read
+        self._max = max_message
+        self._buf = bytearray()
+        self._eof = False
+        self.skipped_bytes = 0  # garbage between messages
+        self.bad_headers = 0  # header blocks without a usable Content-Length
+
+    def _more(self) -> bool:
+        if self._eof:
+            return False
+        data = self._read(READ_CHUNK_BYTES)
+        if not data:
+            self._eof = True
+            return False
+        self._buf += data
+        return True
+
+    def _line(self) -> bytes | None:
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buf[: end + 1])
+                del self._buf[: end + 1]
+                return line
+            if len(self._buf) > MAX_HEADER_LINE_BYTES:
+                # No header is this long: drop it, but keep the tail, where a header may begin.
+                self.skipped_bytes += len(self._buf) - 64
+                del self._buf[:-64]
+            if not self._more():
+                if self._buf:
+                    line = bytes(self._buf)
+                    self._buf.clear()
+                    return line
+                return None
+
+    def _take(self, n: int) -> bytes | None:
+        while len(self._buf) < n:
+            if not self._more():
+                return None
+        body = bytes(self._buf[:n])
+        del self._buf[:n]
+        return body
+
+    def _discard(self, n: int) -> bool:
+        """Drop the next n bytes of input, a chunk at a time."""
+        while n > 0:
+            if not self._buf and not self._more():
+                return False
+            drop = min(n, len(self._buf))
+            del self._buf[:drop]
+            n -= drop
+        return True
+
+    def next(self) -> bytes | Oversized | None:
+        length: int | None = None
+        headers = 0
+        while True:
+            line = self._line()
+            if line is None:
+                return None
+            if not line.strip():
+                if length is not None:
+                    break
+                if headers:
+                    self.bad_headers += 1
+                    log.warning("a message had no valid Content-Length header; skipped")
+                headers = 0
+                continue
+            match = _CONTENT_LENGTH.search(line)
+            if match is not None:
+                value = match.group(1)
+                length = int(value) if value.isdigit() and len(value) <= 18 else None
+                headers += 1
+                if match.start() > 0 and not _HEADER.match(line):
+                    self.skipped_bytes += match.start()
+            elif _HEADER.match(line):
+                headers += 1
+            else:
+                self.skipped_bytes += len(line)
+        if length > self._max:
+            head = self._take(min(SALVAGE_BYTES, length))
+            if head is None or not self._discard(length - len(head)):
+                return None
+            text = head.decode("utf-8", "replace")
+            log.warning("discarded a message of %d bytes (over the %d-byte cap)", length, self._max)
+            return Oversized(length, salvage_id(text))
+        return self._take(length)
+
+
+def salvage_id(text: str) -> int | str | None:
+    """The id of a request in broken JSON text: a top-level "id" next to a top-level "method"."""
+    text = text[:SALVAGE_BYTES]
+    depth, i, n = 0, 0, len(text)
+    found: int | str | None = None
+    method = False
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                break
+            if depth == 1:
+                key = text[i : j + 1]
+                if key == '"id"' and found is None:
+                    m = _ID_VALUE.match(text, j + 1)
+                    if m is not None:
+                        try:
+                            found = json.loads(m.group(1))
+                        except ValueError:
+                            found = None
+                elif key == '"method"' and text[j + 1 : j + 40].lstrip().startswith(":"):
+                    method = True
+            i = j + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        i += 1
+    return found if method else None
+
+
+def parse_body(body: bytes) -> Any:
+    """The JSON value of a body, or `Unparsable` with the reason and the id it still shows."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Unparsable(f"the message is not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                          salvage_id(body[:SALVAGE_BYTES].decode("utf-8", "replace")))
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return Unparsable(f"the message is not valid JSON: {exc}", salvage_id(text))
+
+
+# --- The protocol ---------------------------------------------------------------------------------
+
+
+def _valid_id(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+class DgProtocol(LanguageServerProtocol):
+    """pygls' LSP protocol with the lifecycle, error replies and cancellation fixes listed above."""
+
+    def __init__(self, server: LanguageServer, converter):
+        super().__init__(server, converter)
+        self._initialized = False
+        self._write_lock = threading.Lock()
+        # Replaced by tests that run the protocol in-process.
+        self.exit_hook: Callable[[int], None] = lifetime.exit_process
+
+    # -- Entry points from the reader ---------------------------------------------------------
+
+    def handle_frame(self, item: Any) -> None:
+        """Handle one framed input: a parsed JSON value, an `Unparsable` or an `Oversized`."""
+        try:
+            if isinstance(item, Oversized):
+                self._oversized(item)
+            elif isinstance(item, Unparsable):
+                log.warning("%s", item.reason)
+                self.reply_error(item.id, PARSE_ERROR, item.reason)
+            else:
+                self.handle_json(item)
+        except Exception:  # Nothing a client sends may stop the server.
+            log.exception("unexpected error while handling a message")
+
+    def _oversized(self, item: Oversized) -> None:
+        why = (f"the message of {item.length} bytes is over the limit of {MAX_MESSAGE_BYTES} bytes "
+               "and was discarded")
+        if item.id is not None:
+            self.reply_error(item.id, INVALID_REQUEST, why)
+        else:
+            self.notify(types.WINDOW_LOG_MESSAGE, types.LogMessageParams(types.MessageType.Warning, f"dg-lsp: {why}"))
+
+    def handle_json(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            self.reply_error(None, INVALID_REQUEST, "a message must be a JSON object (batches are not used by LSP)")
+            return
+        msg_id = data.get("id")
+        has_id = "id" in data and msg_id is not None
+        method = data.get("method")
+        if data.get("jsonrpc") != "2.0":
+            self.reply_error(msg_id if _valid_id(msg_id) and "method" in data else None, INVALID_REQUEST,
+                             "the message is not JSON-RPC 2.0 (\"jsonrpc\": \"2.0\" is missing)")
+            return
+        if has_id and not _valid_id(msg_id):
+            if "method" in data:
+                self.reply_error(None, INVALID_REQUEST, "a request id must be an integer or a string")
+            return
+        if "method" in data and not isinstance(method, str):
+            self.reply_error(msg_id if has_id else None, INVALID_REQUEST, "\"method\" must be a string")
+            return
+        if method is None:
+            self._response(data, msg_id if has_id else None)
+            return
+        if "params" in data and data["params"] is not None and not isinstance(data["params"], (dict, list)):
+            if has_id:
+                self.reply_error(msg_id, INVALID_PARAMS, "\"params\" must be an object or an array")
+            return
+        if method == types.EXIT:
+            self._exit()
+            return
+        if not self._admit(method, msg_id, has_id):
+            return
+        cls = self.get_message_type(method)
+        if cls is None and method not in self.fm.features and method not in self.fm.builtin_features:
+            if has_id:
+                self.reply_error(msg_id, METHOD_NOT_FOUND, f"method not found: '{method}'")
+            elif not method.startswith("$/"):
+                log.info("ignored the notification '%s', which this server does not handle", method)
+            return
+        if cls is None:
+            data = {**data, "params": data.get("params")}
+        if has_id:
+            if cls is not None and "id" not in {a.name for a in cls.__attrs_attrs__}:
+                self.reply_error(msg_id, INVALID_REQUEST, f"'{method}' is a notification; it cannot be sent as a request")
+                return
+            cls = cls or JsonRPCRequestMessage
+        else:
+            if cls is not None and "id" in {a.name for a in cls.__attrs_attrs__}:
+                log.warning("'%s' sent as a notification, but it is a request; ignored", method)
+                return
+            cls = cls or JsonRPCNotification
+        try:
+            message = self._converter.structure(data, cls)
+        except Exception as exc:
+            detail = _describe(exc)
+            if has_id:
+                self.reply_error(msg_id, INVALID_PARAMS, f"invalid params for '{method}': {detail}")
+            else:
+                log.warning("ignored '%s' with invalid params: %s", method, detail)
+            return
+        self._dispatch(message)
+
+    def _response(self, data: dict, msg_id) -> None:
+        """A client's reply to one of our requests."""
+        if msg_id is None:
+            log.warning("ignored a message with neither a method nor an id")
+            return
+        try:
+            if "error" in data:
+                message = self._converter.structure(data, ResponseErrorMessage)
+            else:
+                cls = self._result_types.pop(msg_id, None) or JsonRPCResponseMessage
+                message = self._converter.structure(data, cls)
+        except Exception as exc:
+            future = self._request_futures.pop(msg_id, None)
+            if future is not None and not future.done():
+                future.set_exception(ValueError(f"the client's reply was not valid: {_describe(exc)}"))
+            log.warning("ignored an invalid reply to %r: %s", msg_id, _describe(exc))
+            return
+        self.handle_message(message)
+
+    # -- Lifecycle ----------------------------------------------------------------------------
+
+    def handle_message(self, message) -> None:
+        """pygls' entry point for a structured message, with the lifecycle rules applied."""
+        method = getattr(message, "method", None)
+        if method is None:  # a response to one of our requests
+            super().handle_message(message)
+        elif method == types.EXIT:
+            self._exit()
+        elif self._admit(method, getattr(message, "id", None), getattr(message, "id", None) is not None):
+            self._dispatch(message)
+
+    def _admit(self, method: str, msg_id, is_request: bool) -> bool:
+        """Apply the lifecycle rules; False when the message has been answered or dropped."""
+        if not self._initialized:
+            if is_request and method == types.INITIALIZE:
+                return True
+            if is_request:
+                self.reply_error(msg_id, SERVER_NOT_INITIALIZED, f"'{method}' before 'initialize'")
+            else:
+                log.debug("dropped '%s' before initialize", method)
+            return False
+        if is_request and method == types.INITIALIZE:
+            self.reply_error(msg_id, INVALID_REQUEST, "'initialize' was already received")
+            return False
+        if self._shutdown:
+            if is_request:
+                self.reply_error(msg_id, INVALID_REQUEST, f"'{method}' after 'shutdown': only 'exit' is accepted now")
+            return False
+        return True
+
+    def _dispatch(self, message) -> None:
+        if message.method == types.INITIALIZE:
+            self._initialized = True
+        super().handle_message(message)
+
+    def _exit(self) -> None:
+        code = 0 if self._shutdown else 1
+        handler = self.fm.features.get(types.EXIT)
+        if handler is not None:
+            try:
+                handler(None)
+            except Exception:
+                log.exception("the exit handler failed")
+        self.exit_hook(code)
+
+    def end_of_input(self) -> None:
+        """stdin closed: the editor is gone or done; nothing more can arrive."""
+        code = 0 if self._shutdown else 1
+        log.info("end of input; exiting with %d", code)
+        self.exit_hook(code)
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args):
+        """pygls' shutdown, iterating over a copy of the in-flight requests while cancelling them."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
+    # -- Dispatch -----------------------------------------------------------------------------
+
+    def _handle_notification(self, method_name: str, params: Any) -> None:
+        known = method_name == types.CANCEL_REQUEST or method_name in self.fm.builtin_features or method_name in self.fm.features
+        if not known:
+            if not method_name.startswith("$/"):
+                log.info("ignored the notification '%s', which this server does not handle", method_name)
+            return
+        super()._handle_notification(method_name, params)
+
+    def _run_generator(self, future, *, gen, result_future) -> None:
+        """pygls' generator runner, with the inner handler linked to the request's future.
+
+        Cancelling the request cancels the inner handler (so the model job's token is cancelled),
+        a cancelled inner handler cancels the request, and the inner future is forgotten once done.
+        """
+        if result_future.done():
+            gen.close()
+            return
+        try:
+            value = future.result() if future is not None else None
+            handler, args, kwargs = gen.send(value)
+        except StopIteration as result:
+            result_future.set_result(result.value)
+            return
+        except (asyncio.CancelledError, FutureCancelledError):
+            result_future.cancel()
+            gen.close()
+            return
+        except Exception as exc:
+            result_future.set_exception(exc)
+            return
+        inner_id = f"inner-{uuid.uuid4()}"
+        try:
+            self._execute_handler(
+                inner_id, handler, args=args, kwargs=kwargs,
+                callback=partial(self._inner_done, inner_id=inner_id, gen=gen, result_future=result_future),
+            )
+        except Exception as exc:
+            result_future.set_exception(exc)
+            return
+        inner = self._request_futures.get(inner_id)
+        if inner is not None:
+            result_future.add_done_callback(lambda f: inner.cancel() if f.cancelled() and not inner.done() else None)
+
+    def _inner_done(self, future, *, inner_id: str, gen, result_future) -> None:
+        self._request_futures.pop(inner_id, None)
+        self._run_generator(future, gen=gen, result_future=result_future)
+
+    # -- Sending ------------------------------------------------------------------------------
+
+    def reply_error(self, msg_id, code: int, message: str) -> None:
+        """Send an error reply; `msg_id` None sends `"id": null` (JSON-RPC's id for unknown ids)."""
+        self._write({"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}})
+
+    def _send_data(self, data: Any) -> None:
+        if not data:
+            return
+        try:
+            body = json.dumps(data, default=self._serialize_message)
+        except Exception as exc:
+            log.exception("could not serialize a message")
+            msg_id = getattr(data, "id", None)
+            if msg_id is not None and not hasattr(data, "method"):
+                self.reply_error(msg_id, INTERNAL_ERROR, f"the reply could not be serialized: {exc}")
+            return
+        self._write_text(body)
+
+    def _write(self, data: dict) -> None:
+        self._write_text(json.dumps(data))
+
+    def _write_text(self, body: str) -> None:
+        if self.writer is None:
+            log.error("no transport to send a message on")
+            return
+        payload = body.encode("utf-8")
+        frame = b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        log.debug("sending %s", body[:500])
+        with self._write_lock:
+            self.writer.write(frame)
+
+
+def _describe(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc
+    try:
+        from cattrs import transform_error
+
+        messages = transform_error(cause)
+        if messages:
+            return "; ".join(messages[:5])
+    except Exception:
+        pass
+    return f"{type(cause).__name__}: {cause}"[:500]
+
+
+# --- Stdio ----------------------------------------------------------------------------------------
+
+
+class _StdoutWriter:
+    """Writes whole frames to stdout; a client that stopped reading ends the process."""
+
+    def __init__(self, stream: BinaryIO, on_broken: Callable[[], None]):
+        self._stream = stream
+        self._on_broken = on_broken
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._stream.write(data)
+            self._stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            log.error("the client's end of stdout is closed; exiting")
+            self._on_broken()
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        except Exception:
+            pass
+
+
+def start_io(server: LanguageServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+    """Serve over stdio with `FrameReader` on a reader thread; returns only if the exit hook does."""
+    protocol = server.protocol
+    stdin = stdin or sys.stdin.buffer
+    writer = _StdoutWriter(stdout or sys.stdout.buffer, on_broken=lambda: protocol.exit_hook(1))
+    protocol.set_writer(writer)
+    asyncio.run(_serve(server, protocol, stdin))
+
+
+async def _serve(server: LanguageServer, protocol: DgProtocol, stdin: BinaryIO) -> None:
+    loop = asyncio.get_running_loop()
+    if getattr(server, "loop", False) is None:
+        server.loop = loop  # DgServer sends notifications from threads through it.
+    finished = loop.create_future()
+    read = getattr(stdin, "read1", stdin.read)
+
+    def pump() -> None:
+        reader = FrameReader(read)
+        try:
+            while True:
+                body = reader.next()
+                if body is None:
+                    break
+                item = body if isinstance(body, Oversized) else parse_body(body)
+                loop.call_soon_threadsafe(protocol.handle_frame, item)
+        except Exception:
+            log.exception("the stdin reader failed")
+        finally:
+            try:
+                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+            except RuntimeError:
+                pass  # The loop is already closed.
+
+    threading.Thread(target=pump, name="dg-stdin", daemon=True).start()
+    await finished
+    protocol.end_of_input()
+
+
+# --- Test faults ----------------------------------------------------------------------------------
+
+
+def install_test_faults(server) -> bool:
+    """Register the `dg.test.*` commands when DG_LSP_TEST_FAULTS=1; returns whether it did."""
+    if os.environ.get(TEST_FAULTS_ENV) != "1":
+        return False
+    log.warning("%s=1: test-fault commands are enabled", TEST_FAULTS_ENV)
+
+    @server.command("dg.test.raise")
+    async def raise_(*args):
+        where = args[0].get("where", "loop") if args and isinstance(args[0], dict) else "loop"
+        if where == "worker":
+            def job(token):
+                raise RuntimeError("fault injected on the compute worker by dg.test.raise")
+
+            return await server.scheduler.run(job)
+        raise RuntimeError("fault injected on the event loop by dg.test.raise")
+
+    @server.command("dg.test.oomNextFill")
+    def oom_next_fill(*args):
+        megabytes = args[0].get("megabytes", 0) if args and isinstance(args[0], dict) else 0
+        engine = server.host.engine
+        if engine is None:
+            return {"armed": False}
+
+        def failing(*a, **k):
+            import torch
+
+            del engine._fill  # Only this one call fails; the class's method serves the next.
+            ballast = torch.ones(int(megabytes) * 2**20, dtype=torch.uint8) if megabytes else None
+            raise torch.OutOfMemoryError(
+                f"injected by dg.test.oomNextFill after allocating {0 if ballast is None else ballast.numel()} bytes")
+
+        engine._fill = failing
+        return {"armed": True}
+
+    return True
