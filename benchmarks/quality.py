@@ -29,6 +29,7 @@ from . import common
 from . import quality_report as report
 from .heldout import KINDS, cut_holes, held_out_files
 from .humaneval import REPO, SETS, Case, Executor, data_dir, load_cases
+from .quality_systems import Setup, engine_for, fill_all, max_canvases
 
 FULL_LIMITS = {"single": 150, "multi": 100, "span": 100}
 QUICK_LIMITS = {"single": 3, "multi": 3, "span": 3}
@@ -77,73 +78,6 @@ def syntax_errors(text: str) -> int:
     from dg_lsp.syntax import DocumentTree, language_for
 
     return len(DocumentTree(text, language_for("python", None)).error_ranges())
-
-
-# Systems: each maps cases (with their server context) to (raw, processed, milliseconds) -------
-
-
-def contexts(cases: list[Case], budget: int) -> list[tuple]:
-    """The server's context for each hole: `dg_lsp.fill.context_for` on a document snapshot."""
-    from dg_lsp.documents import Snapshot
-    from dg_lsp.fill import FillJob, context_for
-    from dg_lsp.settings import Settings
-
-    settings = Settings(context_budget=budget)
-    out = []
-    for case in cases:
-        snapshot = Snapshot(f"file:///bench/{case.id.replace('/', '_')}.py", 0, "python", case.text)
-        out.append(context_for(FillJob(snapshot, case.offset, case.offset, "fim", settings)))
-    return out
-
-
-def choose(texts: list[str], scores: list[float], ctx, spec) -> str:
-    """The fill the server shows: rank order (no new syntax errors, then confidence), non-blank first."""
-    from dg_lsp.syntax import rank
-
-    order = rank(list(zip(texts, scores)), ctx, spec)
-    return next((texts[i] for i in order if texts[i].strip()), texts[order[0]])
-
-
-def run_diffusion(engine, cases, ctxs, n: int, canvases: int, seed: int):
-    from dg_engine import FillRequest
-    from dg_lsp.syntax import postprocess
-
-    for case, (ctx, spec) in zip(cases, ctxs):
-        started = time.perf_counter()
-        result = engine.fill(FillRequest(prefix=ctx.prefix, suffix=ctx.suffix, n=n, max_canvases=canvases, seed=seed))
-        cleaned = [postprocess(c.text, ctx, spec) for c in result.candidates]
-        shown = choose(cleaned, [c.mean_confidence for c in result.candidates], ctx, spec)
-        yield result.candidates[0].text, shown, (time.perf_counter() - started) * 1000
-
-
-def run_ar(engine, cases, ctxs, max_new_tokens: int):
-    from dg_engine.autoregressive import ar_generate
-    from dg_lsp.syntax import postprocess
-
-    for case, (ctx, spec) in zip(cases, ctxs):
-        started = time.perf_counter()
-        ids = engine.format.infill_ids(ctx.prefix, ctx.suffix)
-        new, _, _ = ar_generate(engine.model, ids, max_new_tokens, set(engine.format.stop_ids))
-        raw = engine.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        yield raw, postprocess(raw, ctx, spec), (time.perf_counter() - started) * 1000
-
-
-def previous_line(case: Case) -> str:
-    """The nearest non-blank line above the hole's line, from the hole's column on."""
-    line_start = case.text.rfind("\n", 0, case.offset) + 1
-    column = case.offset - line_start
-    for line in reversed(case.text[: max(0, line_start - 1)].split("\n")):
-        if line.strip():
-            return line[column:]
-    return ""
-
-
-def run_fixed(fills: list[str], ctxs):
-    from dg_lsp.syntax import postprocess
-
-    for fill, (ctx, spec) in zip(fills, ctxs):
-        started = time.perf_counter()
-        yield fill, postprocess(fill, ctx, spec), (time.perf_counter() - started) * 1000
 
 
 # Scoring --------------------------------------------------------------------------------------
@@ -207,24 +141,22 @@ def heldout_counts(value: str | None, quick: bool) -> dict:
     return counts
 
 
-def load(model: str | None, label: str, problems: dict):
-    """(engine, provenance) or (None, None) with the reason recorded."""
+def load(model: str | None, label: str, problems: dict) -> dict | None:
+    """Provenance of a model (path, size, weights hash and date), or None with the reason recorded."""
     if model is None:
-        return None, None
-    from dg_engine import EngineConfig, load_engine
-
+        return None
     try:
-        engine = load_engine(EngineConfig(model=model, device="cpu"))
+        engine = engine_for(model)
     except Exception as exc:  # a missing or broken model skips its systems, it does not end the run
         problems[label] = f"{type(exc).__name__}: {exc}"
-        return None, None
+        return None
     from dg_engine.loader import resolve_source
 
     weights = resolve_source(model) / "model.safetensors"
     info = {**engine.info(), "path": str(resolve_source(model))}
     info["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
     info["weights_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(weights.stat().st_mtime))
-    return engine, info
+    return info
 
 
 def parse_args(argv):
@@ -241,7 +173,8 @@ def parse_args(argv):
     p.add_argument("--context-budget", type=int, default=2048, help="tokens of context (server default)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per test program")
     p.add_argument("--workers", type=int, default=2, help="test programs run in parallel")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads per process (0: torch's default)")
+    p.add_argument("--jobs", type=int, default=1, help="processes making fills (each loads the models)")
     p.add_argument("--note", default="", help="recorded in the JSON (e.g. which checkpoint)")
     p.add_argument("--out-dir", help="write results here instead of benchmarks/results")
     return p.parse_args(argv)
@@ -272,50 +205,40 @@ def evaluate(args) -> dict:
     started = time.perf_counter()
     problems: dict[str, str] = {}
     sets, skipped = collect(args)
-    embedded, embedded_info = load(args.model, "embedded", problems)
+    embedded_info = load(args.model, "embedded", problems)
     ar_model = None if (args.ar_model or "none") == "none" else args.ar_model
     if ar_model is None:
         problems["ar"] = "no AR model directory (runs/ar/model does not exist and --ar-model not given)"
-    ar, ar_info = load(ar_model, "ar", problems)
-    ns = [int(x) for x in args.n.split(",") if x.strip()]
+    ar_info = load(ar_model, "ar", problems)
+    setup = Setup(args.model if embedded_info else None, ar_model if ar_info else None,
+                  tuple(int(x) for x in args.n.split(",") if x.strip()), args.seed, args.context_budget, args.threads)
+    fills = fill_all(setup, sets, args.jobs)
+    filled_s = time.perf_counter() - started
     executor = Executor(args.timeout, args.workers)
-    canvas = embedded.defaults.canvas_length if embedded else 32
-    results, timing = {}, {}
+    results = {}
     for name, cases in sets.items():
-        canvases = 1 if "single_line" in name else 4  # inline ghost text vs. the code actions' setting
-        ctxs = contexts(cases, args.context_budget)
-        systems = {}
-        if embedded:
-            for n in ns:
-                systems[f"embedded_n{n}"] = lambda n=n: run_diffusion(embedded, cases, ctxs, n, canvases, args.seed)
-        if ar:
-            systems["ar_greedy"] = lambda: run_ar(ar, cases, ctxs, canvas * canvases)
-        systems["empty"] = lambda: run_fixed(["" for _ in cases], ctxs)
-        systems["previous_line"] = lambda: run_fixed([previous_line(c) for c in cases], ctxs)
-        systems["canonical"] = lambda: run_fixed([c.middle for c in cases], ctxs)
         test_runner = executor if name in SETS else None
-        results[name] = {"cases": len(cases), "max_canvases": canvases, "systems": {}}
-        for system, run in systems.items():
-            t0 = time.perf_counter()
-            raw, shown, ms = zip(*run())
+        results[name] = {"cases": len(cases), "max_canvases": max_canvases(name), "systems": {}}
+        for system, made in fills[name].items():
+            raw, shown, ms = (list(x) for x in zip(*made))
             results[name]["systems"][system] = {
-                "processed": score(cases, list(shown), test_runner),
-                "raw": score(cases, list(raw), test_runner),
-                "latency_ms": common.summary(list(ms)),
+                "processed": score(cases, shown, test_runner),
+                "raw": score(cases, raw, test_runner),
+                "latency_ms": common.summary(ms),
             }
-            timing[f"{name}/{system}"] = round(time.perf_counter() - t0, 2)
             print(f"{name:22s} {system:14s} {_line(results[name]['systems'][system]['processed'])}", file=sys.stderr)
     return {
         "quick": args.quick,
         "note": args.note,
         "models": {"embedded": embedded_info, "ar": ar_info},
         "problems": problems,
-        "settings": _settings(args, sets, embedded),
+        "settings": _settings(args, sets, setup),
         "skipped_sets": skipped,
         "sets": results,
         "targets": targets(results),
         "training": report.training_summary(REPO / "runs"),
-        "timing_s": {"total": round(time.perf_counter() - started, 1), "per_set_system": timing},
+        "timing_s": {"total": round(time.perf_counter() - started, 1), "fills": round(filled_s, 1),
+                     "scoring_and_tests": round(time.perf_counter() - started - filled_s, 1)},
     }
 
 
@@ -324,7 +247,8 @@ def _line(m: dict) -> str:
     return f"EM {m['exact_match']:.3f} ES {m['edit_similarity']:.3f} syntax {m['syntax_ok']:.3f}{extra}"
 
 
-def _settings(args, sets, embedded) -> dict:
+def _settings(args, sets, setup: Setup) -> dict:
+    embedded = engine_for(setup.model) if setup.model else None
     return {
         "cases_per_set": {k: len(v) for k, v in sets.items()},
         "humaneval_selection": f"seeded sample (seed {args.seed}) spread over each file, in file order",
@@ -337,6 +261,8 @@ def _settings(args, sets, embedded) -> dict:
         "max_canvases": "1 for single-line sets (inline), 4 for the others (code actions)",
         "ar_max_new_tokens": "canvas_length x max_canvases of the set",
         "test_timeout_s": args.timeout,
+        "jobs": args.jobs,
+        "threads": args.threads,
         "reported": "processed = the server pipeline (context_for, postprocess, rank, first non-blank); "
         "raw = the engine's first candidate as the model wrote it",
         "exact_match": "equal after removing trailing whitespace per line and trailing blank lines",
@@ -348,17 +274,19 @@ def _settings(args, sets, embedded) -> dict:
 
 
 def targets(results: dict) -> list[dict]:
+    """Each target for the embedded model, n=1 and n=4, on the server's output and on the raw text."""
     out = []
     for what, name, metric, threshold in TARGETS:
         for system in ("embedded_n1", "embedded_n4"):
-            found = [r["systems"][system]["processed"] for k, r in results.items()
-                     if (name == "*" or k == name) and system in r["systems"]]
-            if not found or any(metric not in f for f in found):
-                continue
-            total = sum(f["counts"]["cases"] for f in found)
-            value = round(sum(f[metric] * f["counts"]["cases"] for f in found) / total, 4)
-            out.append({"target": what, "system": system, "value": value, "threshold": threshold,
-                        "met": value >= threshold})
+            for variant in ("processed", "raw"):
+                found = [r["systems"][system][variant] for k, r in results.items()
+                         if (name == "*" or k == name) and system in r["systems"]]
+                if not found or any(metric not in f for f in found):
+                    continue
+                total = sum(f["counts"]["cases"] for f in found)
+                value = round(sum(f[metric] * f["counts"]["cases"] for f in found) / total, 4)
+                out.append({"target": what, "system": system, "variant": variant, "value": value,
+                            "threshold": threshold, "met": value >= threshold})
     return out
 
 

@@ -32,8 +32,13 @@ SYSTEM_TITLES = {
 
 
 def _rows(path: Path) -> list[dict]:
+    """The log's rows by step; a resumed run appends steps again, and the later row wins."""
     with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        by_step = {}
+        for row in csv.DictReader(handle):
+            if _number(row.get("step")) is not None:
+                by_step[int(row["step"])] = row
+    return [by_step[step] for step in sorted(by_step)]
 
 
 def _number(value: str | None) -> float | None:
@@ -105,9 +110,10 @@ def markdown(payload: dict) -> str:
             lines.append(f"| {SYSTEM_TITLES[system]} | " + " | ".join(cells) + " |")
         lines.append("")
     if payload.get("targets"):
-        lines += ["## Targets", "", "| target | system | value | threshold | met |", "|---|---|---:|---:|---|"]
+        lines += ["## Targets", "", "| target | system | text | value | threshold | met |",
+                  "|---|---|---|---:|---:|---|"]
         for t in payload["targets"]:
-            lines.append(f"| {t['target']} | {t['system']} | {_fmt(t['value'])} | {_fmt(t['threshold'])} | "
+            lines.append(f"| {t['target']} | {t['system']} | {t['variant']} | {_fmt(t['value'])} | {_fmt(t['threshold'])} | "
                          f"{'yes' if t['met'] else 'no'} |")
         lines.append("")
     for run, info in (payload.get("training") or {}).items():

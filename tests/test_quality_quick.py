@@ -22,6 +22,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks import quality  # noqa: E402
 from benchmarks.heldout import cut_holes, held_out_files  # noqa: E402
+from benchmarks.quality_systems import previous_line  # noqa: E402
 from benchmarks.humaneval import Case, data_dir, load_cases, run_program  # noqa: E402
 from dg_engine.train.corpus import HELD_OUT  # noqa: E402
 
@@ -60,10 +61,10 @@ def test_syntax_errors_and_previous_line_baseline():
     assert quality.syntax_errors("def f(:\n    return 1\n") > 0
     text = "def f(x):\n    y = x + 1\n\n    return y\n"
     fresh = Case("t", "fresh", "whole_line", text, text.index("\n    return") + 1, "")
-    assert quality.previous_line(fresh) == "    y = x + 1"
+    assert previous_line(fresh) == "    y = x + 1"
     lines = "total = a + b\ncount = "
     rest = Case("t", "rest", "rest_of_line", lines, len(lines), "")
-    assert quality.previous_line(rest) == "a + b"
+    assert previous_line(rest) == "a + b"
 
 
 def test_heldout_holes_are_deterministic_and_held_out():
