@@ -111,6 +111,11 @@ local function open(name)
   vim.cmd.edit(vim.fn.fnameescape(DIR .. "/" .. name))
   local bufnr = vim.api.nvim_get_current_buf()
   local client = wait_for("the dg_lsp client to attach to " .. name, function()
+    for _, n in ipairs(report.notifications) do
+      if n.msg:find("the server exited", 1, true) then
+        error(n.msg, 0) -- no point waiting: it is gone
+      end
+    end
     local c = dg.client(bufnr)
     return c and c.initialized and c
   end)

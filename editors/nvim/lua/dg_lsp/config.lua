@@ -42,6 +42,7 @@ M.setting_keys = {
   "device",
   "dtype",
   "quantization",
+  "threads",
   "canvasLength",
   "maxSteps",
   "entropyBound",
@@ -60,6 +61,7 @@ M.defaults = {
   cmd = nil, -- e.g. { "dg-lsp", "serve" } or { "/path/to/.venv/bin/dg-lsp", "serve", "--model", "..." }
   python = nil, -- e.g. "~/src/dg-lsp/.venv/bin/python": runs `<python> -m dg_lsp serve`
   cmd_env = nil, -- extra environment for the server process
+  cmd_cwd = nil, -- working directory of the server process (default: Neovim's)
   filetypes = M.filetypes,
   root_markers = M.root_markers,
   settings = {}, -- server settings, see :help dg_lsp-settings

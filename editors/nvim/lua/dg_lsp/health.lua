@@ -2,21 +2,20 @@
 
 local M = {}
 
-local function python_has_dg_lsp(python)
+-- Runs `<program> [args] --version`; returns (ok, output or reason).
+local function version_of(argv, opts)
   local ok, obj = pcall(function()
-    return vim.system({ python, "-c", "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('dg_lsp') else 3)" }, { text = true })
-      :wait(15000)
+    return vim.system(argv, { text = true, env = opts.cmd_env, cwd = opts.cmd_cwd }):wait(30000)
   end)
   if not ok then
-    return nil, tostring(obj)
+    return false, tostring(obj)
   end
-  if obj.code == 0 then
-    return true
+  local out = vim.trim((obj.stdout or "") .. "\n" .. (obj.stderr or ""))
+  if obj.code ~= 0 then
+    local last = out:match("([^\n]*)$") or out
+    return false, string.format("exit code %s: %s", tostring(obj.code), last)
   end
-  if obj.code == 3 then
-    return false, "the module dg_lsp is not installed for this interpreter"
-  end
-  return nil, (obj.stderr ~= "" and obj.stderr or ("exit code " .. tostring(obj.code)))
+  return true, out
 end
 
 function M.check()
@@ -53,14 +52,20 @@ function M.check()
     local ok, program, fix = config.check_cmd(opts)
     if ok then
       health.ok("executable found: " .. program)
+      local probe = nil
       if opts.python and not opts.cmd then
-        local has, why = python_has_dg_lsp(opts.python)
-        if has then
-          health.ok("dg_lsp is importable by " .. opts.python)
-        elseif has == false then
-          health.error(why, { "Run `" .. opts.python .. " -m pip install -e .` in the dg-lsp repository" })
+        probe = { cmd[1], "-m", "dg_lsp", "--version" }
+      elseif vim.fs.basename(cmd[1]) == "dg-lsp" then
+        probe = { cmd[1], "--version" }
+      end
+      if probe then
+        local good, out = version_of(probe, opts)
+        if good then
+          health.ok(string.format("`%s` runs: %s", table.concat(probe, " "), out))
         else
-          health.warn("could not check the interpreter: " .. tostring(why))
+          health.error(string.format("`%s` fails: %s", table.concat(probe, " "), out), {
+            "Install the server into that environment: `pip install -e .` in the dg-lsp repository",
+          })
         end
       end
     else

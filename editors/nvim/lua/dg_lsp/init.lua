@@ -43,6 +43,7 @@ function M.lsp_config(opts)
   return {
     cmd = config.server_cmd(opts),
     cmd_env = opts.cmd_env,
+    cmd_cwd = opts.cmd_cwd,
     filetypes = opts.filetypes,
     root_markers = opts.root_markers,
     init_options = nonempty(vim.deepcopy(opts.settings)),
