@@ -6,8 +6,11 @@ Both trust their input more than an editor's pipe deserves. This module replaces
 
 * Framing. Headers are read line by line; `Content-Length` is matched case-insensitively and
   also at the end of a line that starts with garbage, so the reader finds the next message after
-  stray bytes. A header block without a valid length is skipped. pygls instead needs the exact
-  line `Content-Length: N\\r\\n` and can lose every later message after one bad header.
+  stray bytes. A header block without a valid length is skipped; if the skipped bytes are a
+  request (a top-level "id" and "method"), it gets ParseError with its id. pygls instead needs
+  the exact line `Content-Length: N\\r\\n` and can lose every later message after one bad header.
+  A Content-Length larger than the body cannot be told from a slow client: the reader waits for
+  (and then discards, see below) that many bytes, so the messages after it are lost.
 * Size cap. A message over `MAX_MESSAGE_BYTES` is never held in memory: the first
   `SALVAGE_BYTES` are kept to find its id, the rest is read and discarded in chunks, a request
   gets InvalidRequest (-32600) and the server goes on with the next message.
@@ -52,6 +55,7 @@ import re
 import sys
 import threading
 import uuid
+from collections import deque
 from concurrent.futures import CancelledError as FutureCancelledError
 from dataclasses import dataclass
 from functools import partial
@@ -84,7 +88,7 @@ TEST_FAULTS_ENV = "DG_LSP_TEST_FAULTS"
 
 _CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\S*)[ \t]*\r?\n?\Z", re.IGNORECASE)
 _HEADER = re.compile(rb"^[A-Za-z0-9-]+[ \t]*:")
-_ID_VALUE = re.compile(r'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*[,}]')
+_ID_VALUE = re.compile(r'\s*:\s*(-?\d+(?=\s*[,}])|"(?:[^"\\]|\\.)*")')  # a number may be cut short
 
 
 # --- Framing -------------------------------------------------------------------------------------
@@ -120,6 +124,7 @@ class FrameReader:
         self._eof = False
         self.skipped_bytes = 0  # garbage between messages
         self.bad_headers = 0  # header blocks without a usable Content-Length
+        self._pending: deque = deque()  # items to hand out before the next body
 
     def _more(self) -> bool:
         if self._eof:
@@ -167,7 +172,24 @@ class FrameReader:
             n -= drop
         return True
 
-    def next(self) -> bytes | Oversized | None:
+    def _skip(self, garbage: bytes) -> None:
+        """Bytes outside any frame. If they are a request whose header was broken, answer it."""
+        self.skipped_bytes += len(garbage)
+        msg_id = salvage_id(garbage[:SALVAGE_BYTES].decode("utf-8", "replace"))
+        if msg_id is not None:
+            self._pending.append(Unparsable("a request without a valid Content-Length header was skipped", msg_id))
+
+    def next(self) -> bytes | Oversized | Unparsable | None:
+        if self._pending:
+            return self._pending.popleft()
+        item = self._next()
+        if self._pending:
+            if item is not None:
+                self._pending.append(item)
+            return self._pending.popleft()
+        return item
+
+    def _next(self) -> bytes | Oversized | None:
         length: int | None = None
         headers = 0
         while True:
@@ -188,11 +210,11 @@ class FrameReader:
                 length = int(value) if value.isdigit() and len(value) <= 18 else None
                 headers += 1
                 if match.start() > 0 and not _HEADER.match(line):
-                    self.skipped_bytes += match.start()
+                    self._skip(line[: match.start()])
             elif _HEADER.match(line):
                 headers += 1
             else:
-                self.skipped_bytes += len(line)
+                self._skip(line)
         if length > self._max:
             head = self._take(min(SALVAGE_BYTES, length))
             if head is None or not self._discard(length - len(head)):
@@ -577,7 +599,7 @@ async def _serve(server: LanguageServer, protocol: DgProtocol, stdin: BinaryIO) 
                 body = reader.next()
                 if body is None:
                     break
-                item = body if isinstance(body, Oversized) else parse_body(body)
+                item = parse_body(body) if isinstance(body, bytes) else body
                 loop.call_soon_threadsafe(protocol.handle_frame, item)
         except Exception:
             log.exception("the stdin reader failed")
