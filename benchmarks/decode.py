@@ -144,8 +144,11 @@ def main(argv: list[str] | None = None) -> dict:
     from dg_engine import EngineConfig, load_engine
 
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    # Quick runs prove the machinery works; one thread keeps them fast on a loaded machine.
+    threads = args.threads or (1 if args.quick else 0)
+    previous_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
     model = resolve_model(args.model, args.quick)
     lengths = [int(x) for x in (args.lengths or ("8,16" if args.quick else "8,32,64,128")).split(",")]
     cases, repeats = (2, 1) if args.quick else (args.cases, args.repeats)
@@ -182,6 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
         "lengths": results,
     }
     path = common.write("decode", payload, quick=args.quick)
+    torch.set_num_threads(previous_threads)
     for r in results:
         d = r["diffusion"]
         line = f"decode {r['length']:>4} tok: diffusion p50 {d['wall_ms']['p50']} ms, {d['tokens_per_forward_mean']} tok/fwd, exact {d['exact_match']}"

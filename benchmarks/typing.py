@@ -78,14 +78,19 @@ async def retype(server: Server, body, interval_s: float, max_edits: int | None,
     return {"module": body.module, "function": body.function, "edits": len(edits), "cpu_s": round(cpu, 3), "desynced": desync}
 
 
-async def run_interval(model: str, bodies, interval_ms: int, max_edits: int | None, extra: list[str]) -> dict:
+async def run_all(model: str, bodies, intervals: list[int], max_edits: int | None, extra: list[str], options: dict) -> list[dict]:
+    """One server for every interval (sessions use separate documents, closed after each)."""
+    async with Server(model, *extra, options=options) as server:
+        return [await run_interval(server, bodies, interval, max_edits) for interval in intervals]
+
+
+async def run_interval(server: Server, bodies, interval_ms: int, max_edits: int | None) -> dict:
     tally = Tally()
-    async with Server(model, *extra) as server:
-        status = await server.command("dg.status")
-        sessions = []
-        for body in bodies:
-            sessions.append(await retype(server, body, interval_ms / 1000, max_edits, tally, f"i{interval_ms}"))
-        after = await server.command("dg.status")
+    status = await server.command("dg.status")
+    sessions = []
+    for body in bodies:
+        sessions.append(await retype(server, body, interval_ms / 1000, max_edits, tally, f"i{interval_ms}"))
+    after = await server.command("dg.status")
     edits = sum(s["edits"] for s in sessions)
     cpu = sum(s["cpu_s"] for s in sessions)
     return {
@@ -117,6 +122,7 @@ def parse_args(argv):
     p.add_argument("--intervals", default="50,150", help="milliseconds between keystrokes, comma-separated")
     p.add_argument("--bodies", type=int, default=5, help="function bodies retyped per interval")
     p.add_argument("--quantization", default="none")
+    p.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: its default; quick: 1)")
     return p.parse_args(argv)
 
 
@@ -124,10 +130,15 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     model = resolve_model(args.model, args.quick)
     bodies = function_bodies(1 if args.quick else args.bodies)
-    max_edits = 20 if args.quick else None
+    max_edits = 10 if args.quick else None
+    threads = args.threads or (1 if args.quick else 0)
     extra = ["--quantization", args.quantization] if args.quantization != "none" else []
+    extra += ["--threads", str(threads)] if threads else []
+    # Quick runs only prove the machinery works: a small context keeps each fill cheap.
+    options = {"contextBudget": 256} if args.quick else {}
+    intervals = [int(i) for i in args.intervals.split(",")]
     load_before = os.getloadavg()
-    runs = [asyncio.run(run_interval(model, bodies, int(i), max_edits, extra)) for i in args.intervals.split(",")]
+    runs = asyncio.run(run_all(model, bodies, intervals, max_edits, extra, options))
     load_after = os.getloadavg()
     at_target = next((r for r in runs if r["interval_ms"] == TARGETS["interval_ms"]), None)
     met = None
@@ -137,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict:
         "model": model_label(model),
         "quick": args.quick,
         "settings": {"intervals_ms": [int(i) for i in args.intervals.split(",")], "bodies": [f"{b.module}:{b.function}" for b in bodies],
-                     "max_edits_per_body": max_edits, "quantization": args.quantization, "server": "python -m dg_lsp serve (stdio)"},
+                     "max_edits_per_body": max_edits, "quantization": args.quantization, "server": "python -m dg_lsp serve (stdio)",
+                     "server_threads": threads or "torch default", "initialization_options": options},
         "load": {"before": load_before, "after": load_after},
         "targets": TARGETS,
         "target_met": met,
