@@ -31,6 +31,7 @@ RUN_TIMEOUT_S = 240  # the whole headless session; each wait inside it has its o
 WAIT_MS = 120_000
 
 GHOST_PY = "def area(width, height):\n    return \n\n\ndef main():\n    print(area(2, 3))\n"
+TYPING_PY = "def double(x):\n    return x\n"
 ACTIONS_PY = (
     "import math\n\n\ndef circle_area(radius):\n    return math.pi * radius ** 2\n\n\n"
     "def describe(radius):\n    area = circle_area(radius)\n    return f\"area {area:.2f}\"\n"
@@ -223,6 +224,7 @@ def session(tmp_path_factory) -> Session:
     ws = tmp / "workspace"
     (ws / ".git").mkdir(parents=True)  # a root marker, so the server gets a workspace folder
     (ws / "ghost.py").write_text(GHOST_PY, encoding="utf-8")
+    (ws / "typing.py").write_text(TYPING_PY, encoding="utf-8")
     (ws / "actions.py").write_text(ACTIONS_PY, encoding="utf-8")
     (ws / "notes.md").write_text(NOTES_MD, encoding="utf-8")
     report_path = tmp / "report.json"
@@ -322,6 +324,62 @@ def test_ghost_text_is_shown_and_accepted(session: Session):
     head = (text_before[:cursor_index] + text).split("\n")
     assert g["cursor_after"] == [len(head), len(head[-1].encode("utf-8"))]
     assert g["marks_after"] == 0 and g["mode_after"] == "i"
+
+
+def first_line_of(display: str) -> str:
+    """What accept_line inserts: up to the end of the first line (the next one after a leading break)."""
+    nl = display.find("\n", 1 if display.startswith("\n") else 0)
+    return display if nl < 0 else display[:nl]
+
+
+def test_typing_pause_requests_ghost_text_and_accept_line(session: Session):
+    t = session.step("typing")
+    enc = session.report["client"]["encoding"]
+    typed = TYPING_PY.split("\n")[:-1]
+    typed[1] += " + 1"
+    assert t["typed"] == typed
+    assert t["kind"] == 2, "the request after typing must be automatic (triggerKind 2)"
+    row, col = t["cursor"][0] - 1, t["cursor"][1]
+    assert (row, col) == (1, len(typed[1]))
+    start = t["item"]["range"]["start"]
+    assert offset_of(typed, start, enc) == sum(len(l) + 1 for l in typed[:row]) + col
+    display = t["display"]
+    chunk = first_line_of(display)
+    text = "\n".join(typed)
+    at = sum(len(l) + 1 for l in typed[:row]) + col
+    assert t["after"] == (text[:at] + chunk + text[at:]).split("\n")
+    head = (text[:at] + chunk).split("\n")
+    assert t["cursor_after"] == [len(head), len(head[-1].encode("utf-8"))]
+    if chunk == display:  # a one-line suggestion is accepted whole
+        assert t["accepted"] == "accepted" and t["rest"] is None and t["marks_after"] == 0
+    else:
+        assert t["accepted"] == "accepted-line" and t["accepted_text"] == chunk
+        assert t["rest"] == display[len(chunk):] and t["marks_after"] == 1
+        assert t["rest_later"] == t["rest"], "the rest of the suggestion must stay after accepting a line"
+    assert t["marks_after_leave"] == 0
+
+
+def test_accept_line_by_line(session: Session):
+    a = session.step("accept_lines")
+    before, text = a["before"], a["text"]
+    row, col = a["cursor"][0] - 1, a["cursor"][1]
+    assert col == len(before[row].encode("utf-8"))  # at the end of the line
+    # Shown as the first line inline and two virtual lines.
+    (_, mrow, mcol, details), = a["marks"]
+    assert (mrow, mcol) == (row, col)
+    assert details["virt_text"] == [["  # first", "DgLspGhost"]]
+    assert details["virt_lines"] == [[["    second = 2", "DgLspGhost"]], [["    third = 3", "DgLspGhost"]]]
+    base = "\n".join(before)
+    at = sum(len(l) + 1 for l in before[:row]) + len(before[row])
+    inserted = ""
+    for press, chunk in zip(a["presses"], ["  # first", "\n    second = 2", "\n    third = 3"]):
+        inserted += chunk
+        assert press["lines"] == (base[:at] + inserted + base[at:]).split("\n"), press
+        head = (base[:at] + inserted).split("\n")
+        assert press["cursor"] == [len(head), len(head[-1].encode("utf-8"))]
+        rest = text[len(inserted):]
+        assert press["rest"] == (rest or None), press
+    assert [p["key"] for p in a["presses"]] == ["<M-j>", "<M-j>", "<M-l>"]
 
 
 def test_code_action_fill_in_the_middle(session: Session):

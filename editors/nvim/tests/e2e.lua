@@ -4,7 +4,7 @@
 -- what it saw to $DG_E2E_REPORT; the Python test asserts on that report. Steps run in a coroutine
 -- resumed from timers, so Neovim's main loop (insert mode, LSP messages) runs normally between
 -- them. Inputs (all environment variables):
---   DG_E2E_REPORT  report path          DG_E2E_DIR     directory with ghost.py, actions.py, notes.md
+--   DG_E2E_REPORT  report path          DG_E2E_DIR     directory with ghost.py, typing.py, actions.py, notes.md
 --   DG_E2E_PLUGIN  editors/nvim         DG_E2E_PYTHON  interpreter with dg_lsp
 --   DG_E2E_MODEL   model directory      DG_E2E_WAIT_MS timeout of each wait (default 120000)
 
@@ -46,7 +46,9 @@ local dg = require("dg_lsp")
 dg.setup({
   python = assert(env.DG_E2E_PYTHON, "DG_E2E_PYTHON is not set"),
   settings = { model = assert(env.DG_E2E_MODEL, "DG_E2E_MODEL is not set"), maxSteps = 4 },
-  ghost = { enabled = false, native = false }, -- only the explicit trigger asks, so nothing races it
+  -- The plugin's own ghost text client on every Neovim version; the automatic requests are
+  -- switched on per buffer (b:dg_lsp_ghost) only for the typing step, so nothing races trigger().
+  ghost = { native = false },
 })
 
 vim.api.nvim_create_autocmd("User", {
@@ -107,9 +109,10 @@ local function mode()
   return vim.api.nvim_get_mode().mode
 end
 
-local function open(name)
+local function open(name, auto)
   vim.cmd.edit(vim.fn.fnameescape(DIR .. "/" .. name))
   local bufnr = vim.api.nvim_get_current_buf()
+  vim.b[bufnr].dg_lsp_ghost = auto == true
   local client = wait_for("the dg_lsp client to attach to " .. name, function()
     for _, n in ipairs(report.notifications) do
       if n.msg:find("the server exited", 1, true) then
@@ -207,6 +210,109 @@ function steps.ghost()
     return mode() == "n"
   end)
   return result
+end
+
+local function next_event(first, pred, what, timeout)
+  return wait_for(what, function()
+    for i = first + 1, #report.events do
+      local e = report.events[i].what
+      if pred(e) then
+        return e
+      end
+    end
+  end, timeout)
+end
+
+function steps.typing()
+  local bufnr = open("typing.py", true)
+  local inline = require("dg_lsp.inline")
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  vim.cmd("startinsert!")
+  wait_for("insert mode", function()
+    return mode() == "i"
+  end)
+  local first = #report.events
+  -- Type; after the pause the plugin asks by itself (triggerKind 2).
+  vim.api.nvim_input(" + 1")
+  local outcome = next_event(first, function(e)
+    return e.pattern == "DgLspInline" and e.status ~= "cancelled"
+  end, "the automatic inline completion")
+  if outcome.status ~= "shown" then
+    error("automatic inline completion was not shown: " .. vim.inspect(outcome), 0)
+  end
+  local shown = inline.current()
+  local result = {
+    typed = lines(bufnr),
+    cursor = vim.api.nvim_win_get_cursor(0),
+    kind = outcome.kind,
+    item = outcome.item,
+    display = shown.display,
+  }
+  first = #report.events
+  local key = dg.options.ghost.keys.accept_line
+  vim.api.nvim_input(key)
+  local accepted = next_event(first, function(e)
+    return e.pattern == "DgLspInline" and (e.status == "accepted-line" or e.status == "accepted")
+  end, "the ghost text to be accepted with " .. key, 20000)
+  result.accepted = accepted.status
+  result.accepted_text = accepted.text
+  result.after = lines(bufnr)
+  result.cursor_after = vim.api.nvim_win_get_cursor(0)
+  local rest = inline.current()
+  result.rest = rest and rest.display or vim.NIL
+  result.marks_after = #vim.api.nvim_buf_get_extmarks(bufnr, inline.ns, 0, -1, {})
+  -- Let TextChangedI / CursorMovedI of the insertion run. After a partial accept the rest must
+  -- still be shown; after a whole one the plugin may already show the next suggestion.
+  sleep(300)
+  rest = inline.current()
+  result.rest_later = rest and rest.display or vim.NIL
+  vim.cmd.stopinsert()
+  wait_for("normal mode", function()
+    return mode() == "n"
+  end)
+  result.marks_after_leave = #vim.api.nvim_buf_get_extmarks(bufnr, inline.ns, 0, -1, {})
+  return result
+end
+
+-- Accepting a multi-line suggestion line by line, with a suggestion of known shape (the tiny
+-- model's answers are noise of whatever shape).
+function steps.accept_lines()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = dg.client(bufnr)
+  local inline = require("dg_lsp.inline")
+  vim.b[bufnr].dg_lsp_ghost = false
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  vim.cmd("startinsert!")
+  wait_for("insert mode", function()
+    return mode() == "i"
+  end)
+  local before = lines(bufnr)
+  local cur = vim.api.nvim_win_get_cursor(0)
+  local pos = require("dg_lsp.util").to_lsp(bufnr, cur[1] - 1, cur[2], client.offset_encoding)
+  local text = "  # first\n    second = 2\n    third = 3"
+  assert(inline.show(bufnr, { insertText = text, range = { start = pos, ["end"] = pos } }, client))
+  local marks = vim.api.nvim_buf_get_extmarks(bufnr, inline.ns, 0, -1, { details = true })
+  local out = { before = before, cursor = cur, text = text, marks = marks, presses = {} }
+  for _, key in ipairs({ dg.options.ghost.keys.accept_line, dg.options.ghost.keys.accept_line, dg.options.ghost.keys.accept }) do
+    local first = #report.events
+    vim.api.nvim_input(key)
+    next_event(first, function(e)
+      return e.pattern == "DgLspInline" and (e.status == "accepted" or e.status == "accepted-line")
+    end, "accepting with " .. key, 20000)
+    sleep(100)
+    local rest = inline.current()
+    table.insert(out.presses, {
+      key = key,
+      lines = lines(bufnr),
+      cursor = vim.api.nvim_win_get_cursor(0),
+      rest = rest and rest.display or vim.NIL,
+    })
+  end
+  vim.cmd.stopinsert()
+  wait_for("normal mode", function()
+    return mode() == "n"
+  end)
+  return out
 end
 
 function steps.code_action()
@@ -326,7 +432,7 @@ local function stop_servers()
 end
 
 local function main()
-  for _, name in ipairs({ "ready", "ghost", "code_action", "paragraph", "extras" }) do
+  for _, name in ipairs({ "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras" }) do
     log({ step = name })
     report.current = name
     write_report()

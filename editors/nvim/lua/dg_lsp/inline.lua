@@ -211,7 +211,7 @@ function M.request(kind)
       if err.code ~= CANCELLED and kind == INVOKED then
         util.notify("inline completion failed: " .. tostring(err.message or vim.inspect(err)), vim.log.levels.WARN)
       end
-      emit({ status = err.code == CANCELLED and "cancelled" or "error", bufnr = bufnr, error = err })
+      emit({ status = err.code == CANCELLED and "cancelled" or "error", bufnr = bufnr, kind = kind, error = err })
       return
     end
     local crow, ccol = cursor()
@@ -222,19 +222,19 @@ function M.request(kind)
       or crow ~= row
       or ccol ~= col
     then
-      emit({ status = "stale", bufnr = bufnr })
+      emit({ status = "stale", bufnr = bufnr, kind = kind })
       return
     end
     local items = type(result) == "table" and (result.items or result) or {}
     local item = items[1]
     if not item then
-      emit({ status = "empty", bufnr = bufnr })
+      emit({ status = "empty", bufnr = bufnr, kind = kind })
       return
     end
     if M.show(bufnr, item, client) then
-      emit({ status = "shown", bufnr = bufnr, item = item, count = #items })
+      emit({ status = "shown", bufnr = bufnr, kind = kind, item = item, count = #items })
     else
-      emit({ status = "not-shown", bufnr = bufnr, item = item })
+      emit({ status = "not-shown", bufnr = bufnr, kind = kind, item = item })
     end
   end, bufnr)
   if ok and id then
