@@ -176,7 +176,8 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per test program")
     p.add_argument("--workers", type=int, default=2, help="test programs run in parallel")
     p.add_argument("--threads", type=int, default=0, help="torch threads per process (0: torch's default)")
-    p.add_argument("--jobs", type=int, default=1, help="processes making fills (each loads the models)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="processes making fills, each loading the models (default: 1 quick, else up to 4 cores)")
     p.add_argument("--note", default="", help="recorded in the JSON (e.g. which checkpoint)")
     p.add_argument("--out-dir", help="write results here instead of benchmarks/results")
     return p.parse_args(argv)
@@ -200,8 +201,12 @@ def collect(args) -> tuple[dict[str, list[Case]], dict]:
 
 
 def evaluate(args) -> dict:
+    import os
+
     import torch
 
+    if args.jobs is None:
+        args.jobs = 1 if args.quick else max(1, min(4, os.cpu_count() or 1))
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
@@ -239,9 +244,24 @@ def evaluate(args) -> dict:
         "sets": results,
         "targets": targets(results),
         "training": report.training_summary(REPO / "runs"),
+        "code": _code_version(),
         "timing_s": {"total": round(time.perf_counter() - started, 1), "fills": round(filled_s, 1),
                      "scoring_and_tests": round(time.perf_counter() - started - filled_s, 1)},
     }
+
+
+def _code_version() -> dict:
+    """The commit measured, and the files that differed from it (others work in the same tree)."""
+    import subprocess
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    return {"commit": git("rev-parse", "HEAD").strip() or None, "modified_files": changed[:50]}
 
 
 def _line(m: dict) -> str:

@@ -87,7 +87,7 @@ def test_humaneval_line_cases_keep_the_program_text():
 
 
 def test_quick_run_writes_the_expected_json(tiny_dir, tmp_path):
-    argv = ["--quick", "--model", str(tiny_dir), "--ar-model", str(tiny_dir), "--threads", "1",
+    argv = ["--quick", "--model", str(tiny_dir), "--ar-model", str(tiny_dir), "--threads", "1", "--jobs", "1",
             "--out-dir", str(tmp_path)]
     path = quality.main(argv)
     payload = json.loads(Path(path).read_text())
