@@ -461,6 +461,33 @@ def test_setup_builds_the_lsp_config(tmp_path: Path):
     assert data["statusline"] == ""
 
 
+def test_command_ranges(tmp_path: Path):
+    """The LSP range :DgRewrite / :DgInfill send for the cursor, a characterwise and a linewise selection."""
+    data = run_lua(tmp_path, r"""
+      local commands = require("dg_lsp.commands")
+      vim.api.nvim_buf_set_lines(0, 0, -1, false, { "h\u{e9}llo w\u{f6}rld", "second line", "third" })
+      local out = {}
+      vim.api.nvim_win_set_cursor(0, { 1, 0 })
+      vim.cmd("normal! 2lvj2l\27")
+      out.charwise = commands.range_of(0, { range = 2, line1 = 1, line2 = 2 }, "utf-16")
+      out.charwise8 = commands.range_of(0, { range = 2, line1 = 1, line2 = 2 }, "utf-8")
+      vim.api.nvim_win_set_cursor(0, { 1, 0 })
+      vim.cmd("normal! Vj\27")
+      out.linewise = commands.range_of(0, { range = 2, line1 = 1, line2 = 2 }, "utf-16")
+      out.lines = commands.range_of(0, { range = 2, line1 = 2, line2 = 3 }, "utf-16")
+      vim.api.nvim_win_set_cursor(0, { 1, 8 })
+      out.cursor = commands.range_of(0, nil, "utf-16")
+      done(out)
+    """)
+    pos = lambda line, character: {"line": line, "character": character}
+    # "héllo wörld": `2l` from the start lands on the first "l" (byte 3, UTF-16 column 2).
+    assert data["charwise"] == {"start": pos(0, 2), "end": pos(1, 5)}
+    assert data["charwise8"] == {"start": pos(0, 3), "end": pos(1, 5)}
+    assert data["linewise"] == {"start": pos(0, 0), "end": pos(1, 11)}
+    assert data["lines"] == {"start": pos(1, 0), "end": pos(2, 5)}
+    assert data["cursor"] == {"start": pos(0, 7), "end": pos(0, 7)}  # byte 8 is "w", after "é"
+
+
 def test_missing_executable_is_a_clear_error(tmp_path: Path):
     data = run_lua(tmp_path, """
       local notes = {}
