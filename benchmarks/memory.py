@@ -102,7 +102,8 @@ async def footprint(model: str, quantization: str, growth: tuple[int, int, int] 
     async with Server(model, *extra, options=options) as server:
         loaded_rss = server.rss()
         session = Session(server)
-        await session.run(3 if quick else 10)  # "a few requests"
+        initial = 3 if quick else 10
+        await session.run(initial)  # "a few requests"
         status = await server.command("dg.status")
         out = {
             "quantization": quantization,
@@ -124,7 +125,7 @@ async def footprint(model: str, quantization: str, growth: tuple[int, int, int] 
                 samples.append((done, round(server.rss() / MB, 2)))
             final = server.rss()
             out["growth"] = {
-                "warmup_requests": warmup, "requests": requests,
+                "initial_requests": initial, "warmup_requests": warmup, "requests": requests,
                 "rss_start_mb": round(base / MB, 2), "rss_end_mb": round(final / MB, 2),
                 "growth_pct": round((final - base) / base * 100, 3),
                 "samples": samples,

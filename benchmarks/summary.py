@@ -1,0 +1,175 @@
+"""SUMMARY.md: the headline figure of every benchmark next to its target, from the result files.
+
+Result JSON files hold everything; this page holds what a reader needs first: one table with each
+target and whether it was met, then a short section per benchmark, and a note wherever the machine
+was loaded while it ran. It reads whatever results exist (the speed and memory benchmarks here,
+and `quality.json` / `reliability.json` from the fill-quality benchmarks when they exist).
+Quick results are summarised into a temporary directory, never next to the committed results.
+
+    python -m benchmarks.summary [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from .common import RESULTS
+
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "quality", "reliability")
+
+
+def load(results: Path, quick: bool) -> dict[str, dict]:
+    out = {}
+    for name in NAMES:
+        path = results / (f"{name}.quick.json" if quick else f"{name}.json")
+        if path.is_file():
+            try:
+                out[name] = json.loads(path.read_text())
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def yes(met) -> str:
+    return "–" if met is None else ("**yes**" if met else "**no**")
+
+
+def loaded(d: dict) -> str:
+    load = d.get("load") or {}
+    before, after = (load.get("before") or [0])[0], (load.get("after") or [0])[0]
+    cores = d.get("machine", {}).get("cpu_count") or 1
+    peak = max(before, after)
+    return f"load {before:.1f} → {after:.1f} on {cores} cores" + (" (**other load present**)" if peak > 0.5 * cores else "")
+
+
+def headline_rows(r: dict[str, dict]) -> list[tuple]:
+    rows = []
+    if "typing" in r:
+        d = r["typing"]
+        t = d["targets"]
+        for run in d["runs"]:
+            lat = run["latency_ms"]
+            at_target = run["interval_ms"] == t["interval_ms"]
+            rows.append(("typing", f"inline latency @{run['interval_ms']} ms typing (p50 / p95 / p99)",
+                         f"{lat['p50']:.0f} / {lat['p95']:.0f} / {lat['p99']:.0f} ms ({run['answered']} answered)",
+                         f"p50 ≤ {t['p50_ms']:.0f}, p95 ≤ {t['p95_ms']:.0f} ms" if at_target else "", d["target_met"] if at_target else None))
+            rows.append(("typing", f"desyncs @{run['interval_ms']} ms", str(run["desyncs"]), "0", run["desyncs"] == 0))
+    if "decode" in r:
+        d = r["decode"]
+        t, met = d["targets"], d.get("target_met", {})
+        for L in d["lengths"]:
+            at = L["length"] == t["length"]
+            if "ar" in L:
+                rows.append(("decode", f"speedup vs AR, {L['length']}-token middles", f"{L['speedup']:.2f}×",
+                             f"≥ {t['speedup']:.0f}×" if at else "", met.get("speedup") if at else None))
+            rows.append(("decode", f"tokens per forward, {L['length']}-token middles", f"{L['diffusion']['tokens_per_forward_mean']:.2f}",
+                         f"≥ {t['tokens_per_forward']:.0f}" if at else "", met.get("tokens_per_forward") if at else None))
+            if at and "ar" in L:
+                rows.append(("decode", f"exact match, {L['length']}-token middles (diffusion / AR)",
+                             f"{L['diffusion']['exact_match']:.2f} / {L['ar']['exact_match']:.2f}", "diffusion ≥ AR",
+                             met.get("exact_match_not_worse")))
+        if not d.get("ar_available"):
+            rows.append(("decode", "AR baseline", d.get("ar_note", "missing"), "", None))
+    if "kv_reuse" in r:
+        d = r["kv_reuse"]
+        for c in d["contexts"]:
+            at = abs(c["context_tokens"] - d["targets"]["context"]) <= 0.1 * d["targets"]["context"]
+            rows.append(("kv_reuse", f"incremental prefill speedup @{c['context_tokens']} tokens",
+                         f"{c['speedup']:.1f}× ({c['cold_ms']['p50']:.1f} → {c['incremental_ms']['p50']:.1f} ms)",
+                         f"≥ {d['targets']['speedup']:.0f}×" if at else "", d["target_met"] if at else None))
+        same = all(c["fill_matches_without_reuse"] for c in d["contexts"])
+        rows.append(("kv_reuse", "fill with reuse = fill without (same seed)", str(same), "True", same))
+    if "memory" in r:
+        d = r["memory"]
+        for run in d["runs"]:
+            rows.append(("memory", f"peak RSS, {run['quantization']}", f"{run['peak_rss_mb']:.0f} MB (engine {run['engine_memory_mb']:.1f} MB)",
+                         f"≤ {d['targets']['peak_rss_mb']:.0f} MB", run["peak_rss_mb"] <= d["targets"]["peak_rss_mb"]))
+            if "growth" in run:
+                g = run["growth"]
+                rows.append(("memory", f"RSS growth over {g['requests']} requests", f"{g['growth_pct']:+.2f}% ({g['rss_start_mb']:.0f} → {g['rss_end_mb']:.0f} MB)",
+                             f"< {d['targets']['growth_pct']:.0f}%", d["target_met"]["growth"]))
+    if "gpu" in r:
+        d = r["gpu"]
+        for key in ("bf16", "fp32"):
+            part = d.get(key) or {}
+            for count, runs in (part.get("runs") or {}).items():
+                for run in runs:
+                    rows.append(("gpu", f"{key} step latency, {count} layers, {run['context']} context, canvas {run['canvas']}",
+                                 f"{run['step_ms']['p50']:.1f} ms", "", None))
+            for e in part.get("extrapolated", []):
+                rows.append(("gpu", f"{key} step latency extrapolated to {e['layers']} layers, {e['context']} context", f"{e['step_ms_p50']:.1f} ms", "", None))
+        if "tokens_per_s" in d.get("embedded", {}):
+            rows.append(("gpu", f"embedded model tokens/s ({d['embedded']['device']})", f"{d['embedded']['tokens_per_s']:.0f}", "", None))
+    for name in ("quality", "reliability"):
+        if name in r:
+            rows += other_rows(name, r[name])
+    return rows
+
+
+def other_rows(name: str, d: dict) -> list[tuple]:
+    """Targets of the benchmarks owned elsewhere, in whichever of the usual shapes they come."""
+    targets = d.get("targets")
+    rows = []
+    if isinstance(targets, list):
+        for t in targets:
+            if isinstance(t, dict) and "value" in t:
+                label = " / ".join(str(t[k]) for k in ("target", "system", "variant") if k in t)
+                rows.append((name, label, _fmt(t["value"]), f"≥ {_fmt(t.get('threshold'))}" if "threshold" in t else "", t.get("met")))
+    elif isinstance(targets, dict):
+        met = d.get("target_met")
+        for key, value in targets.items():
+            rows.append((name, key, "", _fmt(value), met.get(key) if isinstance(met, dict) else None))
+    if not rows:
+        rows.append((name, "result file present", f"{name}.json", "", None))
+    return rows
+
+
+def _fmt(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def render(r: dict[str, dict], quick: bool) -> str:
+    lines = ["# Benchmark summary", ""]
+    if quick:
+        lines += ["Quick run (tiny random model): these figures only show that the benchmarks work.", ""]
+    machine = next((d["machine"] for d in r.values() if "machine" in d), {})
+    if machine:
+        lines += [f"Machine: {machine.get('cpu_count')} CPU cores ({machine.get('cpu')}), torch {machine.get('torch')}, "
+                  f"transformers {machine.get('transformers')}, GPU {machine.get('cuda') or 'none'}.", ""]
+    lines += ["| benchmark | figure | value | target | met |", "|---|---|---|---|---|"]
+    for bench, figure, value, target, met in headline_rows(r):
+        lines.append(f"| {bench} | {figure} | {value} | {target} | {yes(met)} |")
+    lines += ["", "## Conditions", ""]
+    for name, d in r.items():
+        model = d.get("model", "?")
+        lines.append(f"- `{name}` ({d.get('machine', {}).get('date', '?')}): model `{model}`; {loaded(d)}")
+    for missing in sorted(set(NAMES) - set(r)):
+        lines.append(f"- `{missing}`: no result file")
+    lines += ["", "Figures: `typing_latency_cdf.png`, `decode_wall.png`, `kv_reuse.png`, `memory.png` (when the results exist).",
+              "Every number comes from the JSON file of the same name, which also records settings and machine.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.summary", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="summarise the *.quick.json files (into a temp dir by default)")
+    p.add_argument("--results", default=str(RESULTS))
+    p.add_argument("--out", default=None, help="directory for SUMMARY.md and the plots")
+    args = p.parse_args(argv)
+    results = load(Path(args.results), args.quick)
+    out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="dg-bench-summary-")) if args.quick else Path(args.results))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "SUMMARY.md"
+    path.write_text(render(results, args.quick))
+    from . import plots
+
+    plots.write_all(results, out)
+    print(f"wrote {path}")
+    return path
+
+
+if __name__ == "__main__":
+    main()

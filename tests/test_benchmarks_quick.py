@@ -1,0 +1,126 @@
+"""Every benchmark's quick mode, so that the benchmarks cannot rot between full runs.
+
+Quick modes use the tiny random model and tiny sizes; these tests check that each one runs end to
+end and writes its JSON with the expected keys and sane values (no desyncs, positive speedups,
+outputs unchanged by cache reuse), never timings: timings on a loaded CI machine mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import common  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def written(name: str) -> dict:
+    data = json.loads((common.RESULTS / f"{name}.quick.json").read_text())
+    assert data["benchmark"] == name and data["quick"] is True
+    assert {"machine", "model", "settings", "load"} <= data.keys()
+    assert data["machine"]["cpu_count"] >= 1
+    return data
+
+
+def sane_summary(s: dict) -> None:
+    assert {"n", "p50", "p95", "p99", "mean"} <= s.keys()
+    assert 0 <= s["p50"] <= s["p95"] <= s["p99"]
+
+
+def test_typing_quick():
+    from benchmarks import typing
+
+    typing.main(["--quick"])
+    data = written("typing")
+    assert [r["interval_ms"] for r in data["runs"]] == [50, 150]
+    for run in data["runs"]:
+        assert run["desyncs"] == 0 and run["errors"] == 0
+        assert run["answered"] + run["cancelled"] == run["requests"] == run["edits"] > 0
+        assert run["answered"] >= 1  # the last request of a session is never superseded
+        assert len(run["latencies_ms"]) == run["answered"]
+        sane_summary(run["latency_ms"])
+        assert run["cpu_s_per_edit"] > 0
+
+
+def test_decode_quick():
+    from benchmarks import decode
+
+    decode.main(["--quick"])
+    data = written("decode")
+    assert data["ar_available"] is True
+    for length in data["lengths"]:
+        assert length["cases"] >= 1
+        d = length["diffusion"]
+        sane_summary(d["wall_ms"])
+        assert d["tokens_per_forward_mean"] > 0 and d["steps_mean"] >= 1
+        assert 0 <= d["exact_match"] <= 1 and 0 <= d["first_line_match"] <= 1
+        assert length["speedup"] > 0 and length["ar"]["forward_passes_mean"] >= 1
+
+
+def test_decode_without_ar_model_skips_the_column(tmp_path, monkeypatch):
+    from benchmarks import decode
+
+    # A missing AR baseline is reported in the JSON, not fatal: ar_source says so and loads nothing.
+    monkeypatch.setattr(decode, "AR_MODEL_DIR", tmp_path / "missing")
+    path, note = decode.ar_source(decode.parse_args([]))
+    assert path is None and "skipped" in note
+
+
+def test_kv_reuse_quick():
+    from benchmarks import kv_reuse
+
+    kv_reuse.main(["--quick"])
+    data = written("kv_reuse")
+    for c in data["contexts"]:
+        assert c["context_tokens"] > 100 and 0 < c["typed_tokens_encoded"] < 16
+        sane_summary(c["cold_ms"])
+        sane_summary(c["incremental_ms"])
+        assert c["speedup"] > 0
+        assert c["fill_matches_without_reuse"] is True
+        assert c["kv_max_abs_diff"] < 1e-3
+
+
+def test_memory_quick():
+    from benchmarks import memory
+
+    memory.main(["--quick"])
+    data = written("memory")
+    assert [r["quantization"] for r in data["runs"]] == ["none", "int8"]
+    for run in data["runs"]:
+        assert 50 < run["peak_rss_mb"] < 4000 and run["engine_memory_mb"] > 0
+        assert run["peak_rss_mb"] >= run["rss_after_load_mb"] * 0.99
+    assert data["runs"][1]["engine_memory_mb"] < data["runs"][0]["engine_memory_mb"]  # int8 is smaller
+    growth = data["runs"][0]["growth"]
+    assert growth["errors"] == 0 and sum(growth["counts"].values()) == (
+        growth["initial_requests"] + growth["warmup_requests"] + growth["requests"])
+    assert len(growth["samples"]) >= 2 and growth["rss_start_mb"] > 0
+
+
+def test_gpu_tiny():
+    from benchmarks import gpu
+
+    gpu.main(["--tiny"])
+    data = written("gpu")
+    runs = data["fp32"]["runs"]
+    for step in next(iter(runs.values())):
+        sane_summary(step["step_ms"])
+        assert step["prefill_ms"] > 0
+    assert data["embedded"]["tokens_per_s"] > 0
+
+
+def test_run_and_summary(tmp_path):
+    from benchmarks import run, summary
+
+    assert run.main(["--quick", "--only", "kv_reuse", "--no-summary"]) == 0
+    path = summary.main(["--quick", "--out", str(tmp_path)])
+    text = path.read_text()
+    assert "| kv_reuse |" in text and "target" in text
+    assert (tmp_path / "kv_reuse.png").stat().st_size > 1000
