@@ -326,6 +326,20 @@ def test_ghost_text_is_shown_and_accepted(session: Session):
     assert g["marks_after"] == 0 and g["mode_after"] == "i"
 
 
+def test_drafts_are_shown_while_denoising_then_replaced(session: Session):
+    """With `drafts = true` the server sends dg/draft while it denoises the ghost text: each draft is
+    shown as virtual text in DgLspDraft, the final one removes it, and the ghost text replaces it."""
+    drafts = session.step("ghost")["drafts"]
+    finals = [d for d in drafts if d.get("final")]
+    assert len(finals) == 1 and drafts[-1].get("final"), drafts
+    assert finals[0]["marks"] == 0
+    for d in drafts[:-1]:
+        assert d["marks"] == (1 if d["text"] else 0), d
+        if d["text"]:
+            assert d["hl"] == "DgLspDraft"
+    assert session.step("ghost")["draft_marks_with_ghost"] == 0
+
+
 def first_line_of(display: str) -> str:
     """What accept_line inserts: up to the end of the first line (the next one after a leading break)."""
     nl = display.find("\n", 1 if display.startswith("\n") else 0)
@@ -432,6 +446,11 @@ def test_drafts_status_and_health(session: Session):
     for needle in ("OK Neovim 0.1", "executable found", "-m dg_lsp --version` runs: dg-lsp", "client 1 running", "state ready", "on cpu"):
         assert needle in health, f"{needle!r} not in :checkhealth dg_lsp output:\n{health}"
     assert "ERROR" not in health, health
+    # Low-confidence spans of inserted text come as ordinary diagnostics (the tiny model is never confident).
+    diagnostics = x["diagnostics"]
+    assert any(d["file"] == "ghost.py" for d in diagnostics), diagnostics
+    for d in diagnostics:
+        assert d["source"] == "dg-lsp" and d["code"] == "dg.low-confidence" and d["severity"] == 4, d
 
 
 # Neovim alone ---------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ end
 local dg = require("dg_lsp")
 dg.setup({
   python = assert(env.DG_E2E_PYTHON, "DG_E2E_PYTHON is not set"),
-  settings = { model = assert(env.DG_E2E_MODEL, "DG_E2E_MODEL is not set"), maxSteps = 4 },
+  settings = { model = assert(env.DG_E2E_MODEL, "DG_E2E_MODEL is not set"), maxSteps = 4, drafts = true },
   -- The plugin's own ghost text client on every Neovim version; the automatic requests are
   -- switched on per buffer (b:dg_lsp_ghost) only for the typing step, so nothing races trigger().
   ghost = { native = false },
@@ -56,6 +56,13 @@ vim.api.nvim_create_autocmd("User", {
   callback = function(args)
     local data = vim.deepcopy(args.data or {})
     data.pattern = args.match
+    if args.match == "DgLspDraft" and data.bufnr then
+      -- What a user sees at that moment: the draft's virtual text.
+      local ns = require("dg_lsp.draft").ns
+      local marks = vim.api.nvim_buf_get_extmarks(data.bufnr, ns, 0, -1, { details = true })
+      data.marks = #marks
+      data.hl = marks[1] and marks[1][4].virt_text and marks[1][4].virt_text[1][2] or nil
+    end
     log(data)
   end,
 })
@@ -180,10 +187,19 @@ function steps.ghost()
   end
   local shown = inline.current()
   local marks = vim.api.nvim_buf_get_extmarks(bufnr, inline.ns, 0, -1, { details = true })
+  local drafts = {}
+  for i = first + 1, #report.events do
+    local e = report.events[i].what
+    if e.pattern == "DgLspDraft" then
+      table.insert(drafts, e)
+    end
+  end
   local result = {
     before = before,
     cursor = cursor,
     mode = mode(),
+    drafts = drafts,
+    draft_marks_with_ghost = #vim.api.nvim_buf_get_extmarks(bufnr, require("dg_lsp.draft").ns, 0, -1, {}),
     item = outcome.item,
     text = shown.text,
     display = shown.display,
@@ -406,6 +422,19 @@ function steps.extras()
       end
     end
   end, 30000)
+  -- Low-confidence spans of accepted text arrive as ordinary diagnostics.
+  out.diagnostics = {}
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    for _, d in ipairs(vim.diagnostic.get(b)) do
+      table.insert(out.diagnostics, {
+        file = vim.fs.basename(vim.api.nvim_buf_get_name(b)),
+        code = d.code,
+        severity = d.severity,
+        source = d.source,
+        message = d.message,
+      })
+    end
+  end
   -- :checkhealth dg_lsp
   vim.cmd("checkhealth dg_lsp")
   out.health = lines(vim.api.nvim_get_current_buf())
