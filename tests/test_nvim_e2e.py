@@ -458,7 +458,8 @@ def test_drafts_status_and_health(session: Session):
 
 def test_setup_builds_the_lsp_config(tmp_path: Path):
     data = run_lua(tmp_path, """
-      require("dg_lsp").setup({ python = "%s", model = "/models/dg", settings = { maxSteps = 8, inline = { enabled = false } } })
+      require("dg_lsp").setup({ python = "%s", model = "/models/dg", drafts = true,
+                                settings = { maxSteps = 8, inline = { enabled = false } } })
       local c = vim.lsp.config.dg_lsp
       done({
         cmd = c.cmd, filetypes = c.filetypes, root_markers = c.root_markers, init = c.init_options,
@@ -472,7 +473,7 @@ def test_setup_builds_the_lsp_config(tmp_path: Path):
     assert set(data["filetypes"]) == {"python", "javascript", "typescript", "javascriptreact", "typescriptreact",
                                       "rust", "go", "c", "cpp", "java", "markdown"}
     assert ".git" in data["root_markers"]
-    assert data["init"] == {"model": "/models/dg", "maxSteps": 8, "inline": {"enabled": False}}
+    assert data["init"] == {"model": "/models/dg", "maxSteps": 8, "inline": {"enabled": False}, "drafts": True}
     assert data["settings"] == {"dgLsp": data["init"]}
     assert set(data["handlers"]) == {"dg/status", "dg/draft"} and data["inline_cap"]
     for name in ("DgInfill", "DgFillHoles", "DgCompleteBody", "DgRewrite", "DgRewriteParagraph", "DgStatus"):

@@ -72,16 +72,14 @@ M.defaults = {
     native = "auto", -- use vim.lsp.inline_completion (Neovim 0.12+) when it exists
     debounce = 150, -- milliseconds of typing pause before a request
     hl = "DgLspGhost",
+    draft_hl = "DgLspDraft", -- refining drafts (dg/draft notifications, server setting `drafts`)
+    draft_max_lines = 8,
     keys = {
       accept = "<M-l>",
       accept_line = "<M-j>",
       dismiss = "<M-h>",
       trigger = "<M-\\>",
     },
-  },
-  drafts = {
-    hl = "DgLspDraft",
-    max_lines = 8,
   },
   commands = true, -- define the :Dg* user commands
   notify_applied = true, -- say so when a DG command changed the buffer

@@ -2,7 +2,8 @@
 -- denoises (server setting `drafts = true`). The latest draft is shown as virtual text in the
 -- DgLspDraft highlight at its position; it never changes the buffer. It disappears when the final
 -- notification arrives (the real ghost text or edit follows), when ghost text is shown, when the
--- buffer changes, or when the cursor moves away from where it was (then the rest of that fill's drafts are not shown).
+-- buffer changes, or when the cursor moves away from where it was (then the rest of that fill's
+-- drafts are not shown).
 
 local util = require("dg_lsp.util")
 
@@ -11,7 +12,7 @@ local M = {}
 local ns = vim.api.nvim_create_namespace("dg_lsp_draft")
 M.ns = ns
 
-local opts = vim.deepcopy(require("dg_lsp.config").defaults.drafts)
+local opts = { hl = "DgLspDraft", max_lines = 8 }
 
 -- bufnr -> { row, col, key } of the draft shown; bufnr -> key of a suppressed fill position.
 local shown = {}

@@ -87,7 +87,7 @@ function M.setup(user)
   M.options = opts
 
   require("dg_lsp.inline").setup(opts.ghost)
-  require("dg_lsp.draft").setup(opts.drafts)
+  require("dg_lsp.draft").setup({ hl = opts.ghost.draft_hl, max_lines = opts.ghost.draft_max_lines })
   if opts.commands then
     require("dg_lsp.commands").setup(opts)
   end
