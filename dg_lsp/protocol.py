@@ -41,6 +41,8 @@ nothing in the settings can turn it on), `install_test_faults` registers extra c
   inside a compute-worker job; the request must answer InternalError and the server go on.
 * `dg.test.oomNextFill` with `{"megabytes": N}`: the next model call allocates N MiB and then
   raises `torch.OutOfMemoryError`, as a device out of memory would.
+* `dg.test.gc` with `{"enabled": bool, "collect": bool}`: switches Python's cyclic garbage
+  collector off or on, or runs it, to tell memory freed at once from memory left to the collector.
 
 They are advertised in the capabilities' command list only when the variable is set.
 """
@@ -650,5 +652,15 @@ def install_test_faults(server) -> bool:
 
         engine._fill = failing
         return {"armed": True}
+
+    @server.command("dg.test.gc")
+    def gc_control(*args):
+        import gc
+
+        options = args[0] if args and isinstance(args[0], dict) else {}
+        if "enabled" in options:
+            gc.enable() if options["enabled"] else gc.disable()
+        collected = gc.collect() if options.get("collect") else 0
+        return {"enabled": gc.isenabled(), "collected": collected}
 
     return True
