@@ -157,7 +157,11 @@ function M.show(bufnr, item, client)
   local erow, ecol = util.to_byte(bufnr, range["end"], enc)
   -- The item replaces [start, end); it can be shown as ghost text only when it starts with
   -- what is already there (the word typed so far), and the rest is what appears.
-  local existing = table.concat(vim.api.nvim_buf_get_text(bufnr, srow, scol, erow, ecol, {}), "\n")
+  local ok, covered = pcall(vim.api.nvim_buf_get_text, bufnr, srow, scol, erow, ecol, {})
+  if not ok then
+    return false -- a range outside the buffer: the answer is for another version of it
+  end
+  local existing = table.concat(covered, "\n")
   if text:sub(1, #existing) ~= existing or #text == #existing then
     return false
   end
