@@ -43,11 +43,19 @@ def chunk_document(snapshot: Snapshot) -> list[Chunk]:
 
 
 def uri_path(uri: str) -> Path | None:
-    """The filesystem path of a `file` URI; None for any other scheme."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
+    """The filesystem path of a `file` URI on this machine; None for anything else.
+
+    URIs come from the client unchecked: another host, a NUL byte or a malformed authority
+    gives None instead of an exception.
+    """
+    try:
+        parsed = urlparse(uri)
+    except ValueError:
         return None
-    return Path(unquote(parsed.path))
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parsed.path)
+    return Path(path) if "\x00" not in path else None
 
 
 def inside(uri: str, folders: list[Path]) -> bool:
@@ -57,7 +65,7 @@ def inside(uri: str, folders: list[Path]) -> bool:
         return False
     try:
         real = path.resolve()
-    except OSError:
+    except (OSError, RuntimeError, ValueError):  # RuntimeError: a symlink loop (Python < 3.13)
         return False
     return any(real == f or f in real.parents for f in folders)
 
