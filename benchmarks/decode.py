@@ -46,7 +46,7 @@ def run_diffusion(engine, span, canvases: int):
     result = engine.fill(FillRequest(span.prefix, span.suffix, max_canvases=canvases, reuse_cache=False, seed=0))
     wall = (time.perf_counter() - started) * 1000
     best = result.candidates[0]
-    return wall, best.text, best.steps, best.tokens_per_forward, result
+    return wall, best.text, best.steps, best.tokens_per_forward, result, len(best.token_ids)
 
 
 def run_ar(ar_engine, span, budget: int):
@@ -57,7 +57,7 @@ def run_ar(ar_engine, span, budget: int):
     ids, passes, timings = ar_generate(ar_engine.model, prompt, budget, set(ar_engine.format.stop_ids))
     wall = (time.perf_counter() - started) * 1000
     text = ar_engine.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-    return wall, text, passes
+    return wall, text, passes, len(ids)
 
 
 def ar_source(args) -> tuple[str | None, str]:
@@ -80,21 +80,21 @@ def measure_length(engine, ar_engine, length: int, cases: int, repeats: int) -> 
         row = {"module": span.module, "gold_chars": len(span.middle)}
         walls = []
         for _ in range(repeats):
-            wall, text, steps, tpf, result = run_diffusion(engine, span, canvases)
+            wall, text, steps, tpf, result, produced = run_diffusion(engine, span, canvases)
             walls.append(wall)
         first, whole = matches(text, span.middle)
         row["diffusion"] = {"wall_ms": round(statistics.median(walls), 2), "walls_ms": [round(w, 2) for w in walls],
                             "prefill_ms": round(result.prefill_ms, 2), "steps": steps, "tokens_per_forward": round(tpf, 3),
-                            "canvases": result.canvases, "first_line_match": first, "exact_match": whole,
+                            "canvases": result.canvases, "tokens": produced, "first_line_match": first, "exact_match": whole,
                             "prompt_tokens": result.prompt_tokens}
         if ar_engine is not None:
             walls = []
             for _ in range(repeats):
-                wall, ar_text, passes = run_ar(ar_engine, span, budget)
+                wall, ar_text, passes, produced = run_ar(ar_engine, span, budget)
                 walls.append(wall)
             first, whole = matches(ar_text, span.middle)
             row["ar"] = {"wall_ms": round(statistics.median(walls), 2), "walls_ms": [round(w, 2) for w in walls],
-                         "forward_passes": passes, "first_line_match": first, "exact_match": whole}
+                         "forward_passes": passes, "tokens": produced, "first_line_match": first, "exact_match": whole}
             row["speedup"] = round(row["ar"]["wall_ms"] / max(1e-6, row["diffusion"]["wall_ms"]), 3)
         rows.append(row)
     return summarize(length, canvases, budget, rows, ar_engine is not None)
@@ -108,6 +108,8 @@ def summarize(length, canvases, budget, rows, with_ar: bool) -> dict:
         "diffusion": {
             "wall_ms": common.summary(d_walls),
             "steps_mean": round(sum(r["diffusion"]["steps"] for r in rows) / n, 2),
+            "tokens_mean": round(sum(r["diffusion"]["tokens"] for r in rows) / n, 2),
+            "ms_per_token": _per_token(rows, "diffusion"),
             "tokens_per_forward_mean": round(sum(r["diffusion"]["tokens_per_forward"] for r in rows) / n, 3),
             "first_line_match": round(sum(r["diffusion"]["first_line_match"] for r in rows) / n, 3),
             "exact_match": round(sum(r["diffusion"]["exact_match"] for r in rows) / n, 3),
@@ -119,13 +121,21 @@ def summarize(length, canvases, budget, rows, with_ar: bool) -> dict:
         out["ar"] = {
             "wall_ms": common.summary(a_walls),
             "forward_passes_mean": round(sum(r["ar"]["forward_passes"] for r in rows) / n, 2),
+            "tokens_mean": round(sum(r["ar"]["tokens"] for r in rows) / n, 2),
+            "ms_per_token": _per_token(rows, "ar"),
             "first_line_match": round(sum(r["ar"]["first_line_match"] for r in rows) / n, 3),
             "exact_match": round(sum(r["ar"]["exact_match"] for r in rows) / n, 3),
         }
         # Ratio of medians, both measured in this run on the same cases.
         out["speedup"] = round(out["ar"]["wall_ms"]["p50"] / max(1e-6, out["diffusion"]["wall_ms"]["p50"]), 3)
+        # A model that stops early is fast for the wrong reason; this ratio is per token written.
+        out["speedup_per_token"] = round(out["ar"]["ms_per_token"] / max(1e-6, out["diffusion"]["ms_per_token"]), 3)
         out["speedup_per_case_median"] = round(statistics.median(r["speedup"] for r in rows), 3) if rows else 0.0
     return out
+
+
+def _per_token(rows, key: str) -> float:
+    return round(sum(r[key]["wall_ms"] for r in rows) / max(1, sum(r[key]["tokens"] for r in rows)), 3)
 
 
 def parse_args(argv):
@@ -156,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
     ar_path, ar_note = ar_source(args)
     ar_engine = load_engine(EngineConfig(model=ar_path)) if ar_path else None
     warm = token_spans(engine.tokenizer, 8, 1, seed=99)[0]
-    run_diffusion(engine, warm, 1)
+    run_diffusion(engine, warm, 1)  # warm-up: lazy initialisation is not part of any case
     if ar_engine is not None:
         run_ar(ar_engine, warm, 8)
     load_before = os.getloadavg()

@@ -63,7 +63,10 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
         for L in d["lengths"]:
             at = L["length"] == t["length"]
             if "ar" in L:
-                rows.append(("decode", f"speedup vs AR, {L['length']}-token middles", f"{L['speedup']:.2f}×",
+                per_token = f"; per token written {L['speedup_per_token']:.2f}×" if "speedup_per_token" in L else ""
+                tokens = f", {L['diffusion'].get('tokens_mean', '?')} vs {L['ar'].get('tokens_mean', '?')} tokens"
+                rows.append(("decode", f"speedup vs AR (wall p50 ratio), {L['length']}-token middles",
+                             f"{L['speedup']:.2f}× ({L['diffusion']['wall_ms']['p50']:.0f} vs {L['ar']['wall_ms']['p50']:.0f} ms{tokens}{per_token})",
                              f"≥ {t['speedup']:.0f}×" if at else "", met.get("speedup") if at else None))
             rows.append(("decode", f"tokens per forward, {L['length']}-token middles", f"{L['diffusion']['tokens_per_forward_mean']:.2f}",
                          f"≥ {t['tokens_per_forward']:.0f}" if at else "", met.get("tokens_per_forward") if at else None))
