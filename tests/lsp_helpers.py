@@ -16,7 +16,7 @@ from dg_engine.tiny import save_tiny
 
 def tiny_model_dir() -> Path:
     """A tiny random model on disk, shared by every server test process of this run."""
-    path = Path(tempfile.gettempdir()) / f"dg-lsp-tiny-{os.getuid()}-v1"
+    path = Path(tempfile.gettempdir()) / f"dg-lsp-tiny-{os.getuid()}-v2"
     if not (path / "model.safetensors").exists():
         tmp = Path(tempfile.mkdtemp(dir=tempfile.gettempdir()))
         save_tiny(tmp)

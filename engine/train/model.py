@@ -37,23 +37,26 @@ SIZES: dict[str, ModelSize] = {
 DEFAULT_CANVAS_LENGTH = 32
 
 
+# The smallest vision tower the class allows: the architecture requires one, we never use it.
+VISION_KWARGS = dict(
+    hidden_size=8,
+    intermediate_size=8,
+    num_hidden_layers=1,
+    num_attention_heads=1,
+    num_key_value_heads=1,
+    head_dim=8,
+    patch_size=2,
+    position_embedding_size=4,
+    pooling_kernel_size=1,
+)
+
+
 def tiny_vision_config() -> Gemma4VisionConfig:
-    """The smallest vision tower the class allows: the architecture requires one, we never use it."""
-    return Gemma4VisionConfig(
-        hidden_size=8,
-        intermediate_size=8,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        num_key_value_heads=1,
-        head_dim=8,
-        patch_size=2,
-        position_embedding_size=4,
-        pooling_kernel_size=1,
-    )
+    return Gemma4VisionConfig(**VISION_KWARGS)
 
 
-def build_config(size: str, vocab_size: int, canvas_length: int = DEFAULT_CANVAS_LENGTH) -> DiffusionGemmaConfig:
-    """A DiffusionGemma config for a named size and the tokenizer's vocabulary size."""
+def text_kwargs(size: str, vocab_size: int) -> dict:
+    """The text-config arguments for a named size and the tokenizer's vocabulary size."""
     s = SIZES[size]
     # Every layer is full attention so that the engine can crop the KV cache at any position when it
     # reuses a prompt prefix; a sliding-window layer would have forgotten the cropped-away tokens.
@@ -82,6 +85,12 @@ def build_config(size: str, vocab_size: int, canvas_length: int = DEFAULT_CANVAS
         bos_token_id=2,
         tie_word_embeddings=True,
     )
+    return text
+
+
+def build_config(size: str, vocab_size: int, canvas_length: int = DEFAULT_CANVAS_LENGTH) -> DiffusionGemmaConfig:
+    """A DiffusionGemma config for a named size and the tokenizer's vocabulary size."""
+    text = text_kwargs(size, vocab_size)
     return DiffusionGemmaConfig(
         text_config=text,
         vision_config=tiny_vision_config().to_dict(),
