@@ -1,0 +1,63 @@
+"""The `dg-lsp` command line, run as a real process against the tiny model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from lsp_helpers import server_env, tiny_model_dir
+
+TINY = str(tiny_model_dir())
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dg_lsp", *args], capture_output=True, text=True,
+                          timeout=timeout, env=server_env())
+
+
+def test_infill_jsonl_round_trip_keeps_order_and_reports_bad_lines(tmp_path):
+    cases = [
+        json.dumps({"id": "a", "prefix": "def f(x):\n    return ", "suffix": "\n"}),
+        "{not json",
+        json.dumps({"id": "c", "prefix": 3, "suffix": ""}),
+        "",
+        json.dumps({"id": "e", "prefix": "x = ", "suffix": "\nprint(x)\n", "language": "python"}),
+    ]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(cases) + "\n")
+    done = run("infill", "--jsonl", str(src), "--out", str(out), "--model", TINY, "--max-steps", "3")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == len(cases)
+    assert [r["id"] for r in lines] == ["a", "line-2", "c", "line-4", "e"]
+    for record in lines:
+        assert set(record) >= {"id", "middle", "tokens_per_forward", "steps", "latency_ms"}
+    good = [lines[0], lines[4]]
+    assert all("error" not in r and r["steps"] >= 1 and r["tokens_per_forward"] > 0 for r in good)
+    bad = [lines[1], lines[2], lines[3]]
+    assert all(r["middle"] == "" and r["error"] for r in bad)
+    assert "invalid JSON" in lines[1]["error"] and "must be strings" in lines[2]["error"]
+    assert "failed" in done.stderr  # the summary line on stderr
+
+
+def test_infill_at_a_cursor_prints_the_fill(tmp_path):
+    source = tmp_path / "a.py"
+    source.write_text("def f(x):\n    return \n")
+    done = run("infill", str(source), "--at", "2:12", "--model", TINY, "--n", "2", "--max-steps", "3")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("--- candidate") == 2
+    assert "steps]" in done.stderr
+
+
+def test_check_reports_the_setup():
+    done = run("check", "--model", TINY, "--max-steps", "3")
+    assert done.returncode == 0, done.stderr
+    for label in ("torch", "transformers", "model", "device", "memory", "infill"):
+        assert label in done.stdout
+
+
+def test_missing_model_is_one_clear_line_and_exit_status_2(tmp_path):
+    done = run("check", "--model", str(tmp_path / "missing"))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "does not exist" in done.stderr
