@@ -205,11 +205,19 @@ def parse_args(argv):
 
 
 def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    previous_threads = torch.get_num_threads()
+    try:
+        return run(args)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def run(args) -> dict:
     from dg_engine.tiny import TINY_TEXT
 
     from .fixtures import model_label, resolve_model
 
-    args = parse_args(argv)
     tiny = args.tiny or args.quick or not torch.cuda.is_available()
     load_before = os.getloadavg()
     if tiny:

@@ -25,12 +25,13 @@ def _save(fig, path: Path) -> Path:
 
 def typing_cdf(d: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4))
-    for run in d["runs"]:
+    for run in d["runs"] + (d.get("single_thread_runs") or []):
         values = sorted(run.get("latencies_ms") or [])
         if not values:
             continue
         ys = [(i + 1) / len(values) for i in range(len(values))]
-        ax.step(values, ys, where="post", label=f"{run['interval_ms']} ms between keystrokes ({len(values)} answered)")
+        threads = ", 1-thread server" if run.get("server_threads") == 1 and run in (d.get("single_thread_runs") or []) else ""
+        ax.step(values, ys, where="post", label=f"{run['interval_ms']} ms between keystrokes{threads} ({len(values)} answered)")
     t = d.get("targets", {})
     for key, style in (("p50_ms", ":"), ("p95_ms", "--")):
         if key in t:

@@ -107,6 +107,8 @@ async def run_interval(server: Server, bodies, interval_ms: int, max_edits: int 
         "cpu_s_per_edit": round(cpu / max(1, edits), 4),
         "cpu_s_total": round(cpu, 2),
         "superseded_server": after["superseded"] - status["superseded"],
+        "decoder_passes_per_edit": round((after.get("forwardPasses", 0) - status.get("forwardPasses", 0)) / max(1, edits), 2),
+        "server_fill_ms_last50": (after.get("lastLatencyMs") or {}).get("inline"),
         "typed_ahead_hits": after["typedAheadHits"] - status["typedAheadHits"],
         "result_cache_hits": after["cacheHits"] - status["cacheHits"],
         "desyncs": sum(1 for s in sessions if s["desynced"]),
@@ -123,6 +125,8 @@ def parse_args(argv):
     p.add_argument("--bodies", type=int, default=5, help="function bodies retyped per interval")
     p.add_argument("--quantization", default="none")
     p.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: its default; quick: 1)")
+    p.add_argument("--single-thread-check", type=int, default=3, metavar="BODIES",
+                   help="also retype this many bodies at the target interval with a one-thread server (0: off)")
     return p.parse_args(argv)
 
 
@@ -139,6 +143,16 @@ def main(argv: list[str] | None = None) -> dict:
     intervals = [int(i) for i in args.intervals.split(",")]
     load_before = os.getloadavg()
     runs = asyncio.run(run_all(model, bodies, intervals, max_edits, extra, options))
+    for r in runs:
+        r["server_threads"] = threads or "default"
+    comparison = []
+    if args.single_thread_check and not args.quick and threads != 1:
+        # The same typing with a one-thread server: torch's default (one thread per core) is the
+        # server's default, and the two figures show what it costs or saves on this machine.
+        one = [b for b in bodies[: args.single_thread_check]]
+        comparison = asyncio.run(run_all(model, one, [TARGETS["interval_ms"]], max_edits, [*extra, "--threads", "1"], options))
+        for r in comparison:
+            r["server_threads"] = 1
     load_after = os.getloadavg()
     at_target = next((r for r in runs if r["interval_ms"] == TARGETS["interval_ms"]), None)
     met = None
@@ -154,11 +168,12 @@ def main(argv: list[str] | None = None) -> dict:
         "targets": TARGETS,
         "target_met": met,
         "runs": runs,
+        "single_thread_runs": comparison,
     }
     path = common.write("typing", payload, quick=args.quick)
-    for r in runs:
+    for r in runs + comparison:
         lat = r["latency_ms"]
-        print(f"typing @{r['interval_ms']} ms: {r['answered']}/{r['requests']} answered, p50 {lat['p50']} p95 {lat['p95']} "
+        print(f"typing @{r['interval_ms']} ms, threads {r['server_threads']}: {r['answered']}/{r['requests']} answered, p50 {lat['p50']} p95 {lat['p95']} "
               f"p99 {lat['p99']} ms, {r['cancelled']} cancelled, cpu {r['cpu_s_per_edit']} s/edit, desyncs {r['desyncs']}")
     print(f"wrote {path}")
     return payload
