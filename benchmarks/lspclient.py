@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +93,7 @@ class Server:
             if self.client._server is not None and self.client._server.returncode is None:
                 self.client._server.kill()
         self._drain.cancel()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     async def _read_stderr(self) -> None:
         stream = self.client._server.stderr
