@@ -9,6 +9,7 @@ model: that happens only inside worker jobs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -28,6 +29,7 @@ from .crossfile import ChunkIndex, inside, uri_path
 from .documents import DocumentStore
 from .engine_host import EngineHost
 from .fill import ResultCache
+from .progress import progress
 from .protocol import DgProtocol, install_test_faults, start_io
 from .routes import ROUTES, Policy, Ready, Route, WorkerFeature
 from .scheduler import Scheduler
@@ -56,15 +58,23 @@ class DgServer(LanguageServer):
         self.config_files = ConfigFiles()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._logged: set[str] = set()
+        self._load_progress: asyncio.Future | None = None
+        self.editor_values: dict = {}
         self.converter = self.protocol._converter
         self.host.listeners.append(self._on_engine_state)
 
     # --- Settings and model -------------------------------------------------------------------
 
     def apply_settings(self, values: dict, trusted: bool, source: str, load: bool) -> None:
+        """Apply editor settings on top of the current ones (and remember them for rebuilds)."""
+        self.editor_values = {**self.editor_values, **values}
+        self._set_settings(self.settings.update(values, trusted=trusted), source, load)
+
+    def _set_settings(self, update: tuple[Settings, list[str]], source: str, load: bool) -> None:
         before = self.settings.engine
-        self.settings, messages = self.settings.update(values, trusted=trusted)
+        self.settings, messages = update
         if self.engine_override is not None:
+            # Options given on the command line win over every other source.
             self.settings = self.settings.update(_engine_dict(self.engine_override))[0]
         for message in messages:
             self.show_warning(f"dg-lsp settings ({source}): {message}")
@@ -72,9 +82,20 @@ class DgServer(LanguageServer):
         if load and self.settings.engine.load_key() != before.load_key():
             self.host.load(self.settings.engine)
 
-    def load_user_config(self) -> None:
+    def rebuild_settings(self, load: bool) -> None:
+        """Settings from scratch: defaults, then the config files, then the editor's settings.
+
+        Run at start and whenever a config file changes, so that removing a key from a file
+        really brings back the default (or the editor's value).
+        """
+        settings, messages = Settings(), []
         for values, trusted, source in self.config_files.read(self.folders):
-            self.apply_settings(values, trusted=trusted, source=source, load=False)
+            settings, problems = settings.update(values, trusted=trusted)
+            messages += [f"{source}: {p}" for p in problems]
+        # The editor's own invalid values were reported when they arrived; not again here.
+        settings = settings.update(self.editor_values, trusted=True)[0]
+        messages += self.config_files.problems
+        self._set_settings((settings, messages), "config", load)
 
     def start_model(self) -> None:
         self.host.load(self.settings.engine)
@@ -83,15 +104,30 @@ class DgServer(LanguageServer):
         self.config_files.watch(self, self.folders)
 
     def reload_config(self) -> None:
-        """Called when a config file changes: re-read everything, reload the model if it changed."""
-        self.settings = Settings()
-        self.load_user_config()
-        self.host.load(self.settings.engine)
+        """Called when a config file changes: rebuild settings, reload the model if it changed."""
+        self.rebuild_settings(load=True)
 
     def _on_engine_state(self, state: str, message: str) -> None:
         self.notify_threadsafe("dg/status", {"state": state, "message": message, "lastLatencyMs": self.host.latencies.last()})
         if state == "error":
             self.show_message_threadsafe(f"dg-lsp: the model could not be loaded: {message}", types.MessageType.Error)
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._loading_progress, state, message)
+
+    def _loading_progress(self, state: str, message: str) -> None:
+        """A progress report from the start of a model load to its end."""
+        if state == "loading" and self._load_progress is None:
+            self._load_progress = asyncio.get_running_loop().create_future()
+            done = self._load_progress
+
+            async def report() -> None:
+                async with progress(self, "dg-lsp: loading the model", message):
+                    await done
+
+            asyncio.get_running_loop().create_task(report())
+        elif state != "loading" and self._load_progress is not None:
+            self._load_progress.set_result(None)
+            self._load_progress = None
 
     def status(self) -> dict:
         return {
@@ -101,6 +137,8 @@ class DgServer(LanguageServer):
             "typedAheadHits": self.typeahead_hits,
             "cacheHits": self.results.hits,
             "positionEncoding": self.documents.encoding,
+            "settings": {"candidates": self.settings.candidates, "contextBudget": self.settings.context_budget,
+                         "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts},
         }
 
     def record_fill(self, feature: str, job, fill) -> None:
@@ -238,8 +276,13 @@ async def run_worker_feature(server: DgServer, route: Route, *args):
     if isinstance(job, Ready):
         return job.value
     key = feature.key(job) if (route.policy is Policy.LATEST and feature.key) else None
+    # Deliberate, slower actions (code actions, commands) show progress; ghost text never does.
+    title = None
+    if route.policy is not Policy.LATEST:
+        title = f"dg-lsp: {args[0]}" if route.method == types.WORKSPACE_EXECUTE_COMMAND else "dg-lsp: filling"
     try:
-        result = await server.scheduler.run(lambda token: feature.compute(server, job, token), supersedes=key)
+        async with progress(server, title) if title else contextlib.nullcontext():
+            result = await server.scheduler.run(lambda token: feature.compute(server, job, token), supersedes=key)
     except Cancelled as exc:
         raise JsonRpcRequestCancelled(str(exc)) from None
     except OutOfMemoryError as exc:

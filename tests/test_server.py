@@ -210,3 +210,41 @@ async def test_cancel_a_running_request(client):
         settings={"dgLsp": {"maxSteps": 4, "canvasLength": 16}}))
     assert a == b, "the worker kept denoising after the cancel"
     assert replied < 1.0
+
+
+async def test_typed_ahead_is_served_without_the_model(client):
+    text, pos = position_of("def name():\n    return <|>\n", "<|>")
+    u = uri(client, "typed.py")
+    open_doc(client, u, text)
+    params = types.InlineCompletionParams(
+        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
+        text_document=types.TextDocumentIdentifier(u), position=pos)
+    first = await client.text_document_inline_completion_async(params)
+    assert first.items
+    shown = first.items[0].insert_text
+    if len(shown) < 2:
+        pytest.skip("the tiny model offered a one-character suggestion here")
+    typed = shown[0]
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(version=2, uri=u),
+        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(pos, pos), text=typed)]))
+    before = await command(client, "dg.status")
+    after_pos = types.Position(pos.line, pos.character + len(typed.encode("utf-16-le")) // 2)
+    second = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        context=params.context, text_document=params.text_document, position=after_pos))
+    after = await command(client, "dg.status")
+    assert second.items[0].insert_text == shown[len(typed):]
+    assert after["forwardPasses"] == before["forwardPasses"]
+    assert after["typedAheadHits"] == before["typedAheadHits"] + 1
+
+
+async def test_code_action_resolve_reports_progress(client):
+    text, pos = position_of("def g():\n    <|>\n", "<|>")
+    u = uri(client, "progress.py")
+    open_doc(client, u, text)
+    client.progress_reports.clear()
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(u), types.Range(pos, pos), types.CodeActionContext(diagnostics=[])))
+    await client.code_action_resolve_async(actions[0])
+    kinds = [getattr(r, "kind", None) for reports in client.progress_reports.values() for r in reports]
+    assert "begin" in kinds and "end" in kinds

@@ -19,7 +19,7 @@ def initialize(server, params: types.InitializeParams) -> None:
 
 
 def initialized(server, params: types.InitializedParams) -> None:
-    server.load_user_config()
+    server.rebuild_settings(load=False)
     server.start_model()
     server.start_config_watcher()
 
