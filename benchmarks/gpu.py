@@ -35,6 +35,14 @@ SHAPE_26B = dict(
 )
 CANVAS_26B = 256
 PATTERN = 6  # five sliding-window layers, then one global layer
+# The same structure in miniature (5:1 sliding/global layers, wider global heads with fewer KV
+# heads, top-k routing, a window shorter than the context), for the CPU smoke test.
+SHAPE_TINY = dict(
+    vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=6, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1, num_experts=8,
+    top_k_experts=2, moe_intermediate_size=16, sliding_window=32, final_logit_softcapping=30.0,
+    max_position_embeddings=4096,
+)
 
 
 def layer_types(n: int) -> list[str]:
@@ -46,10 +54,9 @@ def build_config(text: dict, layers: int, canvas: int):
 
     from dg_engine.tiny import TINY_VISION
 
-    text = dict(text, num_hidden_layers=layers, layer_types=layer_types(layers) if layers % PATTERN == 0 else None)
-    if text["layer_types"] is None:
-        text["layer_types"] = text.get("tiny_layer_types") or ["full_attention"] * layers
-    text.pop("tiny_layer_types", None)
+    if layers % PATTERN:
+        raise ValueError(f"layer counts must be multiples of {PATTERN} to keep the sliding/global pattern")
+    text = dict(text, num_hidden_layers=layers, layer_types=layer_types(layers))
     return DiffusionGemmaConfig(text_config=text, vision_config=TINY_VISION, canvas_length=canvas)
 
 
@@ -162,6 +169,17 @@ def measure_shape(text: dict, canvas: int, contexts: list[int], steps: int, devi
     return out
 
 
+def measure_reduced(text: dict, canvas: int, contexts: list[int], steps: int, device, dtype, target_layers: int) -> dict:
+    """6 and 12 layers built and measured, then extrapolated to `target_layers`."""
+    out: dict = {"dtype": str(dtype).removeprefix("torch."), "runs": {}, "weights_gb": {}}
+    for count in (PATTERN, 2 * PATTERN):
+        part = measure_shape(text, canvas, contexts, steps, device, dtype, count, fp8=False)
+        out["runs"].update(part["runs"])
+        out["weights_gb"].update(part["weights_gb"])
+    extrapolate(out, target_layers)
+    return out
+
+
 def extrapolate(result: dict, target_layers: int) -> None:
     """Fit t = a + b * layers on two reduced builds and add the figure for `target_layers`."""
     runs = result.get("runs", {})
@@ -214,18 +232,16 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def run(args) -> dict:
-    from dg_engine.tiny import TINY_TEXT
-
     from .fixtures import model_label, resolve_model
 
     tiny = args.tiny or args.quick or not torch.cuda.is_available()
     load_before = os.getloadavg()
     if tiny:
         torch.set_num_threads(1)  # a smoke test: one thread stays fast on a loaded machine
-        device, dtype = torch.device("cpu"), torch.float32
-        text = dict(TINY_TEXT, vocab_size=512, tiny_layer_types=TINY_TEXT["layer_types"])
-        shape = {"name": "tiny (CPU smoke test)", **{k: v for k, v in text.items() if k != "tiny_layer_types"}}
+        device, dtype = torch.device("cpu"), torch.bfloat16
+        text, shape = dict(SHAPE_TINY), {"name": "tiny 26B-A4B-shaped config (CPU smoke test)", **SHAPE_TINY}
         bf16 = measure_shape(text, 16, [64, 128], 3, device, dtype, 0, fp8=False)
+        bf16["reduced_check"] = measure_reduced(text, 16, [64], 3, device, dtype, 30)  # exercises the fallback
         fp8 = {"skipped": "no GPU"}
         model = resolve_model(args.model, True)
     else:
@@ -237,12 +253,8 @@ def run(args) -> dict:
         estimate = 26e9 * 2 * 1.25
         reduced = layers == 0 and free < estimate
         if reduced:
-            bf16 = {"runs": {}, "note": f"{free / 1e9:.0f} GB free < {estimate / 1e9:.0f} GB: measured 6 and 12 layers, extrapolated to 30"}
-            for count in (6, 12):
-                part = measure_shape(text, CANVAS_26B, contexts, args.steps, device, dtype, count, fp8=False)
-                bf16["runs"].update(part["runs"])
-                bf16.setdefault("weights_gb", {}).update(part["weights_gb"])
-            extrapolate(bf16, SHAPE_26B["num_hidden_layers"])
+            bf16 = measure_reduced(text, CANVAS_26B, contexts, args.steps, device, dtype, SHAPE_26B["num_hidden_layers"])
+            bf16["note"] = f"{free / 1e9:.0f} GB free < {estimate / 1e9:.0f} GB: measured 6 and 12 layers, extrapolated to 30"
         else:
             bf16 = measure_shape(text, CANVAS_26B, contexts, args.steps, device, dtype, layers, fp8=False)
         fp8 = measure_shape(text, CANVAS_26B, contexts, args.steps, device, dtype, layers or (6 if reduced else 0), fp8=True)
@@ -258,7 +270,7 @@ def run(args) -> dict:
         "settings": {"materialisation": "meta device, then module by module on the target device (shared parameters kept shared)",
                      "weights": "random", "self_conditioning": True},
         "load": {"before": load_before, "after": os.getloadavg()},
-        "bf16" if not tiny else "fp32": bf16,
+        "bf16": bf16,
         "fp8": fp8,
         "embedded": embedded,
     }

@@ -102,7 +102,7 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
                              f"< {d['targets']['growth_pct']:.0f}%", d["target_met"]["growth"]))
     if "gpu" in r:
         d = r["gpu"]
-        for key in ("bf16", "fp32"):
+        for key in ("bf16",):
             part = d.get(key) or {}
             for count, runs in (part.get("runs") or {}).items():
                 for run in runs:

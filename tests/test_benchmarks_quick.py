@@ -109,10 +109,12 @@ def test_gpu_tiny():
 
     gpu.main(["--tiny"])
     data = written("gpu")
-    runs = data["fp32"]["runs"]
+    runs = data["bf16"]["runs"]
     for step in next(iter(runs.values())):
         sane_summary(step["step_ms"])
         assert step["prefill_ms"] > 0
+    (extrapolated,) = data["bf16"]["reduced_check"]["extrapolated"]
+    assert extrapolated["layers"] == 30 and set(data["bf16"]["reduced_check"]["runs"]) == {"6", "12"}
     assert data["embedded"]["tokens_per_s"] > 0
 
 
