@@ -125,7 +125,7 @@ def parse_args(argv):
     p.add_argument("--bodies", type=int, default=5, help="function bodies retyped per interval")
     p.add_argument("--quantization", default="none")
     p.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: its default; quick: 1)")
-    p.add_argument("--single-thread-check", type=int, default=3, metavar="BODIES",
+    p.add_argument("--single-thread-check", type=int, default=2, metavar="BODIES",
                    help="also retype this many bodies at the target interval with a one-thread server (0: off)")
     return p.parse_args(argv)
 
