@@ -61,3 +61,51 @@ def test_missing_model_is_one_clear_line_and_exit_status_2(tmp_path):
     done = run("check", "--model", str(tmp_path / "missing"))
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "does not exist" in done.stderr
+
+
+def _frame(payload: dict) -> bytes:
+    body = json.dumps(payload).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _read_message(sock) -> dict:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(4096)
+    head, rest = data.split(b"\r\n\r\n", 1)
+    length = int(head.split(b":")[1])
+    while len(rest) < length:
+        rest += sock.recv(4096)
+    return json.loads(rest[:length])
+
+
+def test_serve_over_tcp_initializes_and_shuts_down():
+    import socket
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "dg_lsp", "serve", "--tcp", f"127.0.0.1:{port}", "--model", TINY],
+                            env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for _ in range(200):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                break
+            except OSError:
+                time.sleep(0.1)
+        with sock:
+            sock.sendall(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}))
+            reply = _read_message(sock)
+            while "id" not in reply:  # skip notifications
+                reply = _read_message(sock)
+            assert reply["id"] == 1 and "inlineCompletionProvider" in reply["result"]["capabilities"]
+            sock.sendall(_frame({"jsonrpc": "2.0", "id": 2, "method": "shutdown"}))
+            reply = _read_message(sock)
+            while reply.get("id") != 2:
+                reply = _read_message(sock)
+            assert reply["result"] is None
+    finally:
+        proc.kill()
+        proc.wait(10)
