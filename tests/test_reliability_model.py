@@ -113,11 +113,6 @@ def test_out_of_memory_fails_only_that_request(server):
     assert grown < 64 * 1024, f"RSS is {grown} KiB above its level after a 256 MiB allocation failed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Scheduler.run keeps the failed job's future in its frame, and the exception's traceback holds "
-    "that frame: a reference cycle, so the memory the failed fill held (here 256 MiB; on a GPU, its "
-    "activations) is only returned when the cyclic GC happens to run. Fix: `finally: del future` "
-    "in Scheduler.run; then remove this marker."))
 def test_out_of_memory_returns_its_memory_without_waiting_for_the_cyclic_gc(server):
     uri = (server.root / "oom-refcount.py").as_uri()
     warm_up(server, uri)
