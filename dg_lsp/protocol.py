@@ -28,9 +28,10 @@ Both trust their input more than an editor's pipe deserves. This module replaces
 * Unknown notifications are ignored, `$/` ones without even a log line; unknown requests get
   MethodNotFound (-32601) as before.
 * Commands run as an inner handler of pygls' `workspace/executeCommand` generator. A
-  `$/cancelRequest` only cancelled the outer future, so the model job kept running, and the
-  inner future stayed in `_request_futures` forever (a leak per command). Both are fixed in
-  `_run_generator`. `shutdown` cancelled in-flight requests while iterating the dict that the
+  `$/cancelRequest` only cancelled the outer future, so the model job kept running; fixed in
+  `_run_generator`. pygls also never forgot the futures of inner handlers and of notifications
+  handled by generators (every didOpen/didChange/didClose, with its params): a leak per message,
+  fixed in `_execute_handler`. `shutdown` cancelled in-flight requests while iterating the dict that the
   cancellations modify; it iterates over a copy here.
 * A reply that cannot be serialized is answered with InternalError (-32603) instead of nothing.
 
@@ -502,6 +503,22 @@ class DgProtocol(LanguageServerProtocol):
         inner = self._request_futures.get(inner_id)
         if inner is not None:
             result_future.add_done_callback(lambda f: inner.cancel() if f.cancelled() and not inner.done() else None)
+
+    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None) -> None:
+        """pygls' handler runner; a finished handler's future is then forgotten.
+
+        pygls keeps the future of every generator, async and thread handler in `_request_futures`
+        and removes it only for requests, in `_send_handler_result`: every notification handled
+        by a generator (didOpen, didChange, didClose, ...) stayed there for good, with its params.
+        """
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        future = self._request_futures.get(msg_id)
+        if future is not None:
+            future.add_done_callback(partial(self._forget, msg_id))
+
+    def _forget(self, msg_id, future) -> None:
+        if self._request_futures.get(msg_id) is future:
+            del self._request_futures[msg_id]
 
     def _inner_done(self, future, *, inner_id: str, gen, result_future) -> None:
         self._request_futures.pop(inner_id, None)

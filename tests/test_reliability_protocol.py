@@ -274,6 +274,45 @@ def test_a_raising_handler_answers_internal_error(server, where):
     assert "items" in result and server.forward_passes() > start  # the worker still runs the model
 
 
+# --- In-process ---------------------------------------------------------------------------------
+
+
+class Capture:
+    def __init__(self):
+        self.frames = []
+
+    def write(self, data: bytes) -> None:
+        self.frames.append(data)
+
+    def close(self) -> None:
+        pass
+
+
+async def test_no_future_is_kept_per_notification_or_command(tmp_path):
+    """pygls kept a future (with its params) per generator-handled notification and per command."""
+    import asyncio
+
+    from dg_lsp.server import build_server
+
+    server = build_server()
+    protocol = server.protocol
+    protocol.set_writer(Capture())
+    protocol.exit_hook = lambda code: None
+    protocol.handle_json({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                          "params": {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}}})
+    uri = (tmp_path / "a.py").as_uri()
+    protocol.handle_json({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}}})
+    for version in range(2, 40):
+        protocol.handle_json({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": f"x = {version}\n"}]}})
+        protocol.handle_json({"jsonrpc": "2.0", "id": 100 + version, "method": "workspace/executeCommand",
+                              "params": {"command": "dg.status", "arguments": []}})
+    await asyncio.sleep(0.1)
+    assert len(protocol._request_futures) == 0, list(protocol._request_futures)[:5]
+    server.scheduler.shutdown()
+
+
 # --- The framing parser in-process ---------------------------------------------------------------
 
 
