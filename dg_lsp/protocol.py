@@ -34,6 +34,9 @@ Both trust their input more than an editor's pipe deserves. This module replaces
   fixed in `_execute_handler`. `shutdown` cancelled in-flight requests while iterating the dict that the
   cancellations modify; it iterates over a copy here.
 * A reply that cannot be serialized is answered with InternalError (-32603) instead of nothing.
+* pygls' own copy of each document is updated best effort: a didChange or didClose for a
+  document that is not open, or a URI it cannot parse, no longer skips the server's handler
+  and shows the user an "Error in server" message.
 
 Test faults. When the environment variable `DG_LSP_TEST_FAULTS=1` is set (never in normal use;
 nothing in the settings can turn it on), `install_test_faults` registers extra commands:
@@ -458,6 +461,37 @@ class DgProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+    # -- Text synchronization -------------------------------------------------------------------
+    # pygls keeps its own copy of every document (`self.workspace`) and updated it before calling
+    # the server's handler; when that failed (didChange or didClose for a document that is not
+    # open, a URI it cannot parse) the server's own handler never ran and the user got an
+    # "Error in server" pop-up. The copy is now best effort; the server's handler always runs.
+
+    def _mirror(self, update: Callable, *args) -> None:
+        try:
+            update(*args)
+        except Exception as exc:
+            log.debug("pygls' copy of the document was not updated: %r", exc)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):
+        self._mirror(self.workspace.put_text_document, params.text_document)
+        if (user_handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield user_handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):
+        for change in params.content_changes:
+            self._mirror(self.workspace.update_text_document, params.text_document, change)
+        if (user_handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield user_handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):
+        self._mirror(self.workspace.remove_text_document, params.text_document.uri)
+        if (user_handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield user_handler, (params,), None
 
     # -- Dispatch -----------------------------------------------------------------------------
 

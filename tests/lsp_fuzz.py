@@ -246,11 +246,13 @@ class Stats:
     unreplied: int = 0
     stalls: int = 0
     duplicate_or_unknown_replies: int = 0
+    handler_errors: int = 0  # "Error in server" messages: a notification handler raised
     slowest_reply_s: float = 0.0
     problems: list = field(default_factory=list)
 
     def ok(self) -> bool:
-        return not (self.crashes or self.unreplied or self.stalls or self.duplicate_or_unknown_replies)
+        return not (self.crashes or self.unreplied or self.stalls or self.duplicate_or_unknown_replies
+                    or self.handler_errors)
 
 
 class FuzzRunner:
@@ -264,6 +266,7 @@ class FuzzRunner:
         self.start()
 
     def start(self) -> None:
+        self._errors_seen = 0
         self.server = RawServer(reliability_env())
         self.server.initialize({"model": str(tiny_model_dir()), "maxSteps": 2, "canvasLength": 8}, root=self.root)
         status = self.server.wait_ready()
@@ -315,6 +318,11 @@ class FuzzRunner:
         if extra:
             self.stats.duplicate_or_unknown_replies += len(extra)
             self.stats.problems.append(f"unexpected replies: {extra[:3]}")
+        errors = [m for m in server.messages("window/showMessage") if m.startswith("Error in server")]
+        if len(errors) > self._errors_seen:
+            self.stats.handler_errors += len(errors) - self._errors_seen
+            self.stats.problems.append(f"notification handlers raised: {errors[self._errors_seen:][:3]}")
+            self._errors_seen = len(errors)
         if not server.alive():
             self.stats.crashes += 1
             self.stats.problems.append(f"server died (exit {server.proc.returncode}):\n{server.stderr()}")

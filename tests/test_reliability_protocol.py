@@ -217,6 +217,23 @@ def test_invalid_params_get_invalid_params(server):
     assert_serving(server)
 
 
+def test_sync_notifications_for_unknown_documents_or_odd_uris_raise_nothing(server):
+    """pygls' own document copy used to raise here, skipping our handler and showing an error."""
+    ghost = (server.root / "never-opened.py").as_uri()
+    server.notify("textDocument/didChange", {"textDocument": {"uri": ghost, "version": 2},
+                                             "contentChanges": [{"text": "x"}]})
+    server.notify("textDocument/didClose", {"textDocument": {"uri": ghost}})
+    odd = "file://[broken/odd.py"
+    server.open(odd, "y = 2\n")
+    assert server.command("dg.documentHash", {"uri": odd})["version"] == 1  # our handler ran
+    server.notify("textDocument/didChange", {"textDocument": {"uri": odd, "version": 2},
+                                             "contentChanges": [{"text": "y = 3\n"}]})
+    assert server.command("dg.documentHash", {"uri": odd})["version"] == 2
+    server.notify("textDocument/didClose", {"textDocument": {"uri": odd}})
+    assert server.command("dg.documentHash", {"uri": odd}) is None
+    assert not [m for m in server.messages("window/showMessage") if m.startswith("Error in server")]
+
+
 def test_broken_framing_is_skipped_and_the_next_message_is_served(server):
     status = json.dumps({"jsonrpc": "2.0", "id": 8100, "method": "workspace/executeCommand",
                          "params": {"command": "dg.status", "arguments": []}}).encode()
