@@ -1,0 +1,95 @@
+"""Tune the sampler defaults of a trained model on held-out holes, and write them to the model.
+
+The right number of denoising steps, entropy bound and temperature schedule depend on how well
+trained a model is, so they are chosen after training, by exact match on holes cut from the
+held-out standard-library modules (never a training file), and stored in the model directory's
+generation_config.json, where `Engine` reads its defaults.
+
+    python -m dg_engine.train.tune --model engine/embedded --cases 60 --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+
+GRID = {
+    "max_steps": (8, 12, 20),
+    "entropy_bound": (0.5, 2.0),
+    "t_max": (0.3, 0.8),
+}
+KINDS = ("rest_of_line", "whole_line", "random_span")
+
+
+def held_out_cases(engine, count: int, seed: int = 0):
+    from ..prompt import FimFormat
+    from .corpus import split
+    from .examples import ExampleConfig, ExampleSource
+
+    _, held_out = split()
+    config = ExampleConfig(max_prompt_tokens=512, canvas_lengths=(32,), middle_so_far_prob=0.0, chunk_prob=0.0,
+                           kind_weights=tuple(1.0 if k in KINDS else 0.0 for k in
+                                              ("rest_of_line", "whole_line", "multi_line", "block_body", "empty",
+                                               "random_span", "continuation")))
+    source = ExampleSource(held_out, FimFormat(engine.tokenizer, engine.format.specials), config)
+    rng = random.Random(seed)
+    return [source.sample(rng, 32) for _ in range(count)]
+
+
+def score(engine, cases, **sampling) -> dict:
+    from ..engine import FillRequest
+
+    engine.defaults = replace(engine.defaults, **{k: v for k, v in sampling.items() if k != "max_steps"},
+                              max_steps=sampling["max_steps"])
+    hits, steps, started = 0, 0, time.perf_counter()
+    for i, case in enumerate(cases):
+        best = engine.fill(FillRequest(case.prefix, case.suffix, seed=i, reuse_cache=False)).candidates[0]
+        hits += best.text.strip() == case.middle.strip()
+        steps += best.steps
+    return {"exact_match": hits / len(cases), "mean_steps": steps / len(cases),
+            "ms_per_case": (time.perf_counter() - started) * 1000 / len(cases), **sampling}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import EngineConfig
+    from ..engine import load_engine
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--cases", type=int, default=60)
+    parser.add_argument("--write", action="store_true", help="store the best settings in generation_config.json")
+    parser.add_argument("--report", default=None, help="also write all scores to this JSON file")
+    args = parser.parse_args(argv)
+    engine = load_engine(EngineConfig(model=args.model))
+    cases = held_out_cases(engine, args.cases)
+    base = engine.defaults
+    results = []
+    for values in itertools.product(*GRID.values()):
+        sampling = dict(zip(GRID, values))
+        results.append(score(engine, cases, **sampling))
+        print(json.dumps(results[-1]))
+    engine.defaults = base
+    best = max(results, key=lambda r: (r["exact_match"], -r["mean_steps"]))
+    print("best:", json.dumps(best))
+    if args.report:
+        Path(args.report).write_text(json.dumps({"cases": args.cases, "kinds": KINDS, "results": results, "best": best}, indent=2))
+    if args.write:
+        from ..loader import resolve_source
+
+        path = resolve_source(args.model) / "generation_config.json"
+        config = json.loads(path.read_text())
+        config["max_denoising_steps"] = best["max_steps"]
+        config["sampler_config"]["entropy_bound"] = float(best["entropy_bound"])
+        config["t_max"] = float(best["t_max"])
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
