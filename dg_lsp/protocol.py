@@ -10,7 +10,8 @@ Both trust their input more than an editor's pipe deserves. This module replaces
   request (a top-level "id" and "method"), it gets ParseError with its id. pygls instead needs
   the exact line `Content-Length: N\\r\\n` and can lose every later message after one bad header.
   A Content-Length larger than the body cannot be told from a slow client: the reader waits for
-  (and then discards, see below) that many bytes, so the messages after it are lost.
+  that many bytes and takes the messages that follow as part of the body, so they are lost (the
+  broken body is answered with ParseError if its id is readable).
 * Size cap. A message over `MAX_MESSAGE_BYTES` is never held in memory: the first
   `SALVAGE_BYTES` are kept to find its id, the rest is read and discarded in chunks, a request
   gets InvalidRequest (-32600) and the server goes on with the next message.
