@@ -46,6 +46,10 @@ export interface ServerSettings {
   inline: { enabled: boolean };
   drafts: boolean;
   confidence: { threshold: number; display: ConfidenceDisplay };
+  syntaxRepair: boolean;
+  repairRounds: number;
+  variableLength: boolean;
+  jointHoles: boolean;
 }
 
 /** How to start the server process. */
@@ -129,6 +133,10 @@ export function serverSettings(): ServerSettings {
         'diagnostics',
       ),
     },
+    syntaxRepair: bool(c.get('syntaxRepair'), true),
+    repairRounds: int(c.get('repairRounds'), 2, 0, 8),
+    variableLength: bool(c.get('variableLength'), true),
+    jointHoles: bool(c.get('jointHoles'), true),
   };
 }
 
