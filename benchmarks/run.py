@@ -34,7 +34,9 @@ def run_one(name: str, quick: bool, model: str | None) -> tuple[bool, float, str
     started = time.perf_counter()
     try:
         module = importlib.import_module(f"benchmarks.{name}")
-        module.main(argv)
+        status = module.main(argv)
+        if isinstance(status, int) and not isinstance(status, bool) and status != 0:
+            return False, time.perf_counter() - started, f"returned {status}"
     except SystemExit as exc:  # argparse errors and explicit exits
         if exc.code not in (0, None):
             return False, time.perf_counter() - started, f"exited with {exc.code}"

@@ -39,6 +39,8 @@ def yes(met) -> str:
 
 def loaded(d: dict) -> str:
     load = d.get("load") or {}
+    if not load.get("before"):
+        return "load not recorded"
     before, after = (load.get("before") or [0])[0], (load.get("after") or [0])[0]
     cores = d.get("machine", {}).get("cpu_count") or 1
     peak = max(before, after)
@@ -118,10 +120,35 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
     return rows
 
 
+def reliability_rows(d: dict) -> list[tuple]:
+    """The reliability benchmark's headline figures (its file has no targets list)."""
+    c, f, e, s = (d.get(k) or {} for k in ("cancellation", "fuzz", "exit", "soak"))
+    rows = []
+    if "answered_within_100ms_share" in c:
+        running = (c.get("running") or {}).get("reply_ms") or {}
+        rows.append(("reliability", "cancelled requests answered within 100 ms (running: p50 / p95)",
+                     f"{c['answered_within_100ms_share']:.0%} ({running.get('p50', '?')} / {running.get('p95', '?')} ms)", "", None))
+    if "inputs" in f:
+        rows.append(("reliability", "fuzz inputs; crashes, unreplied, stalls > 5 s",
+                     f"{f['inputs']}; {f.get('crashes')}, {f.get('unreplied')}, {f.get('stalls_over_5s')}", "0 crashes", f.get("crashes") == 0))
+    if "rss_growth_percent" in s:
+        rows.append(("reliability", f"soak RSS growth ({s.get('operations', '?')} operations)", f"{s['rss_growth_percent']:+.2f}%", "", None))
+    if "stdin_close_s" in e:
+        rows.append(("reliability", "exit after stdin close / editor death / exit (p50)",
+                     f"{e['stdin_close_s'].get('p50')} / {(e.get('parent_death_s') or {}).get('p50')} / "
+                     f"{(e.get('exit_after_shutdown_s') or {}).get('p50')} s", "", None))
+    return rows
+
+
 def other_rows(name: str, d: dict) -> list[tuple]:
     """Targets of the benchmarks owned elsewhere, in whichever of the usual shapes they come."""
     targets = d.get("targets")
     rows = []
+    if name == "reliability":
+        try:
+            rows = reliability_rows(d)
+        except (TypeError, AttributeError, KeyError, ValueError):
+            rows = []
     if isinstance(targets, list):
         for t in targets:
             if isinstance(t, dict) and "value" in t:
@@ -154,6 +181,7 @@ def render(r: dict[str, dict], quick: bool) -> str:
     lines += ["", "## Conditions", ""]
     for name, d in r.items():
         model = d.get("model", "?")
+        model = model.get("name", model) if isinstance(model, dict) else model
         lines.append(f"- `{name}` ({d.get('machine', {}).get('date', '?')}): model `{model}`; {loaded(d)}")
     for missing in sorted(set(NAMES) - set(r)):
         lines.append(f"- `{missing}`: no result file")
