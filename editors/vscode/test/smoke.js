@@ -115,6 +115,10 @@ const EXPECTED_SETTINGS = {
   inline: { enabled: true },
   drafts: true,
   confidence: { threshold: 0.3, display: 'diagnostics' },
+  syntaxRepair: true,
+  repairRounds: 2,
+  variableLength: true,
+  jointHoles: true,
 };
 
 async function happy(c) {
