@@ -19,6 +19,7 @@ does to a correct answer).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import hashlib
 import json
@@ -158,6 +159,11 @@ def load(model: str | None, label: str, problems: dict) -> dict | None:
     info = {**engine.info(), "path": str(resolve_source(model))}
     info["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
     info["weights_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(weights.stat().st_mtime))
+    # The sampler defaults live in generation_config.json and may be re-tuned after training.
+    info["sampling"] = dataclasses.asdict(engine.defaults)
+    generation = resolve_source(model) / "generation_config.json"
+    if generation.is_file():
+        info["generation_config_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(generation.stat().st_mtime))
     return info
 
 
@@ -215,7 +221,8 @@ def evaluate(args) -> dict:
     embedded_info = load(args.model, "embedded", problems)
     ar_model = None if (args.ar_model or "none") == "none" else args.ar_model
     if ar_model is None:
-        problems["ar"] = "no AR model directory (runs/ar/model does not exist and --ar-model not given)"
+        problems["ar"] = ("skipped with --ar-model none" if args.ar_model == "none"
+                          else "no AR model directory (runs/ar/model does not exist and --ar-model not given)")
     ar_info = load(ar_model, "ar", problems)
     setup = Setup(args.model if embedded_info else None, ar_model if ar_info else None,
                   tuple(int(x) for x in args.n.split(",") if x.strip()), args.seed, args.context_budget, args.threads)
