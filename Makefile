@@ -31,7 +31,7 @@ test-python: $(STAMP)
 test-editors: vscode
 
 vscode:
-	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode package; fi
+	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode package smoke; fi
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

@@ -54,6 +54,10 @@ M.setting_keys = {
   "inline",
   "drafts",
   "confidence",
+  "syntaxRepair",
+  "repairRounds",
+  "variableLength",
+  "jointHoles",
 }
 
 M.defaults = {
