@@ -15,7 +15,8 @@ a model's speed:
 * exit: from closing stdin (with the model busy), killing the editor process whose pid was
   given as processId, and sending `exit` after `shutdown`, to the process having exited.
 * soak: 1,000 mixed operations with 100 cancellations (tests/lsp_soak.py); RSS after a 100-request
-  warm-up and after the rest.
+  warm-up and after the rest, with glibc's mmap threshold fixed at 4 MiB as in the test (see
+  lsp_soak.py for why), and once more with the allocator's defaults for comparison.
 
 Writes benchmarks/results/reliability.json (reliability.quick.json with --quick).
 """
@@ -36,15 +37,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from lsp_fuzz import FuzzRunner, session  # noqa: E402
-from lsp_soak import soak  # noqa: E402
+from lsp_soak import SOAK_ENV, soak  # noqa: E402
 from raw_client import RawServer, inline_params, reliability_env, tiny_model_dir  # noqa: E402
 
 LONG = {"maxSteps": 400, "canvasLength": 256}
 SHORT = {"maxSteps": 2, "canvasLength": 8}
 
 
-def start(root: Path, options: dict | None = None, **kwargs) -> RawServer:
-    server = RawServer(reliability_env())
+def start(root: Path, options: dict | None = None, env: dict | None = None, **kwargs) -> RawServer:
+    server = RawServer(reliability_env(**(env or {})))
     server.initialize({"model": str(tiny_model_dir()), **SHORT, **(options or {})}, root=root, **kwargs)
     return server
 
@@ -188,8 +189,8 @@ def exit_times(root: Path, runs: int) -> dict:
     }
 
 
-def soak_run(root: Path, total: int, cancels: int, warmup: int) -> dict:
-    server = start(root)
+def soak_run(root: Path, total: int, cancels: int, warmup: int, env: dict) -> dict:
+    server = start(root, env=env)
     try:
         server.wait_ready()
         result = soak(server, root, total=total, cancels=cancels, warmup=warmup)
@@ -199,6 +200,7 @@ def soak_run(root: Path, total: int, cancels: int, warmup: int) -> dict:
             "unreplied": result.unreplied, "warmup_requests": warmup,
             "rss_after_warmup_kib": result.rss_warm_kib, "rss_end_kib": result.rss_end_kib,
             "rss_growth_percent": round(result.growth * 100, 2), "seconds": round(result.seconds, 1),
+            "server_env": env,
         }
     finally:
         server.close()
@@ -228,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     print("exit times ...", flush=True)
     results["exit"] = exit_times(root, plan["exit_runs"])
     print("soak ...", flush=True)
-    results["soak"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"], plan["soak_warmup_requests"])
+    results["soak"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"], plan["soak_warmup_requests"], SOAK_ENV)
+    print("soak with glibc's default (moving) mmap threshold ...", flush=True)
+    results["soak_default_allocator"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"],
+                                                 plan["soak_warmup_requests"], {})
     payload = {
         "quick": quick,
         "model": {"name": "tiny random DiffusionGemma (dg_engine.tiny)", "path": str(tiny_model_dir())},
@@ -245,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fuzz: {f['inputs']} inputs, {f['crashes']} crashes, {f['unreplied']} unreplied, {f['stalls_over_5s']} stalls")
     print(f"exit: stdin {e['stdin_close_s']['p50']} s, parent {e['parent_death_s']['p50']} s, "
           f"exit {e['exit_after_shutdown_s']['p50']} s")
-    print(f"soak: RSS {s['rss_growth_percent']}% after warm-up")
+    print(f"soak: RSS {s['rss_growth_percent']}% after warm-up "
+          f"({results['soak_default_allocator']['rss_growth_percent']}% with the default allocator)")
     return 0
 
 

@@ -213,6 +213,11 @@ class Session:
             body = json.dumps(message).encode()
             cut = self.rng.randint(0, len(body) - 1)
             broken = self.rng.choice([body[:cut], body[:cut] + self.garbage() + body[cut:], body.replace(b'"', b"'", 1)])
+            try:
+                json.loads(broken)
+                broken = body[:cut]  # the garbage left valid JSON (e.g. a space inside a string): truncate
+            except ValueError:
+                pass
             return Input(frame(broken), maybe=message["id"], kind="broken json")
         if r < 0.93:
             return Input(self.garbage(), kind="garbage")
