@@ -18,9 +18,9 @@ import time
 import traceback
 
 OWN = ("typing", "decode", "kv_reuse", "memory", "gpu")
-OTHERS = ("quality", "reliability")  # written by the fill-quality work; run when present
+OTHERS = ("quality", "reliability", "features")  # written alongside; run when present
 # Benchmarks whose --model means the diffusion model under test (gpu's means the tokens/s model).
-TAKES_MODEL = set(OWN)
+TAKES_MODEL = set(OWN) | {"features"}
 
 
 def available(name: str) -> bool:
