@@ -70,14 +70,36 @@ def inside(uri: str, folders: list[Path]) -> bool:
     return any(real == f or f in real.parents for f in folders)
 
 
+RECENT_CLOSED = 8
+
+
 class ChunkIndex:
-    """Chunks of the other open documents, re-cut only when a document's version changes."""
+    """Chunks of the open documents and of the last few closed ones, re-cut only on change.
+
+    A file the user just edited and closed is often the one the next completion needs, so the
+    last `RECENT_CLOSED` closed documents stay available as context (their final text).
+    """
 
     def __init__(self) -> None:
         self._chunks: dict[str, tuple[int, list[Chunk]]] = {}
+        self._recent: dict[str, Snapshot] = {}
 
-    def forget(self, uri: str) -> None:
-        self._chunks.pop(uri, None)
+    def retire(self, snapshot: Snapshot | None) -> None:
+        """A document was closed: keep its last text among the recently edited ones."""
+        if snapshot is None:
+            return
+        self._recent.pop(snapshot.uri, None)
+        self._recent[snapshot.uri] = snapshot
+        while len(self._recent) > RECENT_CLOSED:
+            oldest = next(iter(self._recent))
+            self._recent.pop(oldest)
+            self._chunks.pop(oldest, None)
+
+    def reopened(self, uri: str) -> None:
+        self._recent.pop(uri, None)
+
+    def recent(self) -> list[Snapshot]:
+        return list(self._recent.values())
 
     def chunks(self, snapshot: Snapshot) -> list[Chunk]:
         cached = self._chunks.get(snapshot.uri)

@@ -208,7 +208,8 @@ class DgServer(LanguageServer):
         return inside(uri, self.folders)
 
     def workspace_snapshots(self):
-        snaps = (self.documents.snapshot(u) for u in self.documents.uris())
+        """Open documents and recently closed ones, inside the workspace folders only."""
+        snaps = [self.documents.snapshot(u) for u in self.documents.uris()] + self.chunks.recent()
         return [s for s in snaps if s is not None and self.in_workspace(s.uri)]
 
     def on_document_changed(self, uri: str, edits: list[tuple[int, int, int]]) -> None:

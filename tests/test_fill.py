@@ -82,3 +82,17 @@ def test_minimal_edits_rebuild_the_new_text_and_touch_only_changes(old, new):
     assert changed <= len(old)
     if old == "the quick brown fox":
         assert edits == [(20, 25, "red")]
+
+
+def test_cross_file_chunks_come_from_similar_open_and_recently_closed_files():
+    from dg_lsp.crossfile import ChunkIndex
+
+    index = ChunkIndex()
+    current = Snapshot("file:///w/app.py", 1, "python", "from shapes import area_of_circle\n\nx = area_of_circle(")
+    helper = Snapshot("file:///w/shapes.py", 3, "python", "import math\n\n\ndef area_of_circle(radius):\n    return math.pi * radius ** 2\n")
+    other = Snapshot("file:///w/other.py", 1, "python", "def unrelated_function():\n    pass\n")
+    index.retire(helper)
+    chunks = index.best(current, len(current.text), index.recent() + [other], budget_chars=2000)
+    assert chunks and "area_of_circle" in chunks[-1] and all("unrelated_function" not in c for c in chunks)
+    index.reopened(helper.uri)
+    assert index.recent() == []

@@ -11,6 +11,7 @@ from lsprotocol import types
 
 def did_open(server, params: types.DidOpenTextDocumentParams) -> None:
     server.documents.open(params.text_document)
+    server.chunks.reopened(params.text_document.uri)
 
 
 def did_change(server, params: types.DidChangeTextDocumentParams) -> None:
@@ -25,6 +26,6 @@ def did_save(server, params: types.DidSaveTextDocumentParams) -> None:
 
 def did_close(server, params: types.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
+    server.chunks.retire(server.documents.snapshot(uri))
     server.documents.close(uri)
-    server.chunks.forget(uri)
     server.confidence.clear(uri)
