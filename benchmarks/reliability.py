@@ -15,8 +15,8 @@ a model's speed:
 * exit: from closing stdin (with the model busy), killing the editor process whose pid was
   given as processId, and sending `exit` after `shutdown`, to the process having exited.
 * soak: 1,000 mixed operations with 100 cancellations (tests/lsp_soak.py); RSS after a 100-request
-  warm-up and after the rest, with glibc's mmap threshold fixed at 4 MiB as in the test (see
-  lsp_soak.py for why), and once more with the allocator's defaults for comparison.
+  warm-up and after the rest, read after Python's collector and glibc's malloc_trim(0) as in the
+  test (see lsp_soak.py for why), and once more read as is, for comparison.
 
 Writes benchmarks/results/reliability.json (reliability.quick.json with --quick).
 """
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from lsp_fuzz import FuzzRunner, session  # noqa: E402
-from lsp_soak import SOAK_ENV, soak  # noqa: E402
+from lsp_soak import SOAK_SETTINGS, soak  # noqa: E402
 from raw_client import RawServer, inline_params, reliability_env, tiny_model_dir  # noqa: E402
 
 LONG = {"maxSteps": 400, "canvasLength": 256}
@@ -189,18 +189,19 @@ def exit_times(root: Path, runs: int) -> dict:
     }
 
 
-def soak_run(root: Path, total: int, cancels: int, warmup: int, env: dict) -> dict:
-    server = start(root, env=env)
+def soak_run(root: Path, total: int, cancels: int, warmup: int, trim: bool) -> dict:
+    server = RawServer(reliability_env(faults=trim))
+    server.initialize(SOAK_SETTINGS, root=root)
     try:
         server.wait_ready()
-        result = soak(server, root, total=total, cancels=cancels, warmup=warmup)
+        result = soak(server, root, total=total, cancels=cancels, warmup=warmup, trim=trim)
         return {
             "operations": result.operations, "requests": result.requests, "cancels_sent": result.cancels_sent,
             "cancelled_replies": result.cancelled_replies, "error_replies": result.errors,
             "unreplied": result.unreplied, "warmup_requests": warmup,
             "rss_after_warmup_kib": result.rss_warm_kib, "rss_end_kib": result.rss_end_kib,
             "rss_growth_percent": round(result.growth * 100, 2), "seconds": round(result.seconds, 1),
-            "server_env": env,
+            "rss_read_after": "gc.collect() and malloc_trim(0)" if trim else "nothing (allocator keeps freed memory)",
         }
     finally:
         server.close()
@@ -230,14 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     print("exit times ...", flush=True)
     results["exit"] = exit_times(root, plan["exit_runs"])
     print("soak ...", flush=True)
-    results["soak"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"], plan["soak_warmup_requests"], SOAK_ENV)
-    print("soak with glibc's default (moving) mmap threshold ...", flush=True)
-    results["soak_default_allocator"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"],
-                                                 plan["soak_warmup_requests"], {})
+    results["soak"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"], plan["soak_warmup_requests"], True)
+    print("soak, RSS read without trimming ...", flush=True)
+    results["soak_untrimmed"] = soak_run(root, plan["soak_operations"], plan["soak_cancels"],
+                                         plan["soak_warmup_requests"], False)
     payload = {
         "quick": quick,
         "model": {"name": "tiny random DiffusionGemma (dg_engine.tiny)", "path": str(tiny_model_dir())},
-        "settings": {"server_env": {"OMP_NUM_THREADS": "1"}, "soak_and_fuzz": SHORT, "cancellation": LONG, **plan},
+        "settings": {"server_env": {"OMP_NUM_THREADS": "1"}, "fuzz": SHORT, "soak": SOAK_SETTINGS,
+                     "cancellation": LONG, **plan},
         "load": None,
         **results,
         "seconds": round(time.perf_counter() - started, 1),
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"exit: stdin {e['stdin_close_s']['p50']} s, parent {e['parent_death_s']['p50']} s, "
           f"exit {e['exit_after_shutdown_s']['p50']} s")
     print(f"soak: RSS {s['rss_growth_percent']}% after warm-up "
-          f"({results['soak_default_allocator']['rss_growth_percent']}% with the default allocator)")
+          f"({results['soak_untrimmed']['rss_growth_percent']}% untrimmed)")
     return 0
 
 

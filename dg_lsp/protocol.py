@@ -46,8 +46,10 @@ nothing in the settings can turn it on), `install_test_faults` registers extra c
   inside a compute-worker job; the request must answer InternalError and the server go on.
 * `dg.test.oomNextFill` with `{"megabytes": N}`: the next model call allocates N MiB and then
   raises `torch.OutOfMemoryError`, as a device out of memory would.
-* `dg.test.gc` with `{"enabled": bool, "collect": bool}`: switches Python's cyclic garbage
-  collector off or on, or runs it, to tell memory freed at once from memory left to the collector.
+* `dg.test.gc` with `{"enabled": bool, "collect": bool, "trim": bool}`: switches Python's cyclic
+  garbage collector off or on, or runs it, to tell memory freed at once from memory left to the
+  collector; `trim` asks glibc to return its free pages (`malloc_trim(0)`), so that RSS shows
+  the memory in use rather than what the allocator keeps for later.
 
 They are advertised in the capabilities' command list only when the variable is set.
 """
@@ -713,6 +715,14 @@ def install_test_faults(server) -> bool:
         if "enabled" in options:
             gc.enable() if options["enabled"] else gc.disable()
         collected = gc.collect() if options.get("collect") else 0
-        return {"enabled": gc.isenabled(), "collected": collected}
+        trimmed = False
+        if options.get("trim"):
+            try:
+                import ctypes
+
+                trimmed = bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+            except (OSError, AttributeError):
+                pass  # not glibc
+        return {"enabled": gc.isenabled(), "collected": collected, "trimmed": trimmed}
 
     return True
