@@ -3,10 +3,10 @@
 Inline completions, completions, code-action lists and resolves, dg.status and edits (see
 lsp_soak.py), the tiny model at 2 steps, syntax repair off (it only adds model rounds). Every
 request must be answered (cancelled ones with RequestCancelled or their result), none with an
-unexpected error, and the server's RSS after the
-rest must be within 5% of its RSS after a warm-up of 100 requests (read at rest, after a probe
-request, Python's collector and glibc's malloc_trim; the end figure is the floor of the readings
-over the last fifth of the run: see lsp_soak.py for why).
+unexpected error, and the server's RSS after the rest must be within 5% of its RSS after a
+warm-up of 100 requests (read at rest, after a probe request, Python's collector and glibc's
+malloc_trim; the end figure is the floor of the readings over the last fifth of the run: see
+lsp_soak.py for why).
 """
 
 from __future__ import annotations
