@@ -8,7 +8,6 @@ Errors that a user can fix are printed as one line, without a traceback, with ex
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time

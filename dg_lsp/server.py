@@ -13,8 +13,6 @@ import contextlib
 import logging
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
 from lsprotocol import types

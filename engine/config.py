@@ -31,7 +31,6 @@ class EngineConfig:
     canvas_length: int = 0
     max_steps: int = 0
     entropy_bound: float = 0.0
-    allow_download: bool = False
     threads: int = 0
 
     def load_key(self) -> tuple:

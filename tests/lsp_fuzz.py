@@ -11,7 +11,7 @@ frames split or batched in one write).
 Not generated, on purpose: `shutdown` and `exit` (they end the session; the lifecycle tests cover
 them), settings that make the model slow or choose the model (the fuzzer looks for crashes and
 lost replies, not for slow configurations), messages over the size cap, and a Content-Length
-larger than its body (the server cannot tell it from a slow client; see dg_lsp/protocol.py).
+larger than its body (the server cannot tell it from a slow client; see dg_lsp/framing.py).
 
 `FuzzRunner` writes the inputs to a `RawServer`, waits for every required reply, and counts
 crashes (restarting the server), requests left without a reply and replies slower than 5 s.

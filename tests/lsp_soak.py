@@ -11,7 +11,7 @@ the warm-up, and what grows after it is a leak, not the workload. (Measured over
 operations, RSS climbs in steps for the first few hundred and is then flat.)
 
 Each reading is taken after `dg.test.gc` has run Python's collector and glibc's `malloc_trim(0)`
-(the server runs with DG_LSP_TEST_FAULTS=1, see dg_lsp/protocol.py). Without the trim glibc keeps
+(the server runs with DG_LSP_TEST_FAULTS=1, see dg_lsp/testfaults.py). Without the trim glibc keeps
 freed blocks resident (its mmap threshold rises after each large block it frees, up to 32 MiB):
 over the untrimmed runs made while writing this, growth was 0.1-7.9% (3 of 13 runs above 5%)
 while the Python heap grew by about 1 MB. Even trimmed, the resting RSS of this ~400 MB process

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from dg_lsp.protocol import MAX_MESSAGE_BYTES, FrameReader, Oversized, Unparsable, parse_body, salvage_id
+from dg_lsp.framing import MAX_MESSAGE_BYTES, FrameReader, Oversized, Unparsable, parse_body, salvage_id
 from raw_client import RawServer, frame, inline_params, reliability_env, tiny_model_dir
 
 LONG = {"maxSteps": 400, "canvasLength": 256}

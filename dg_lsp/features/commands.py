@@ -43,7 +43,10 @@ def prepare(server, command: str, args: list):
     data = {"uri": arg["uri"], "version": snapshot.version, "mode": mode, "range": arg["range"]}
     if mode == "body":
         codec = snapshot.codec(server.documents.encoding)
-        start, _ = codec.offsets(server.converter.structure(arg["range"], types.Range))
+        try:
+            start, _ = codec.offsets(server.converter.structure(arg["range"], types.Range))
+        except Exception:
+            return _fail("dg.infill's range is not a valid LSP range")
         modes = {m: (a, b) for m, a, b in code_actions.available_modes(server, snapshot, start, start)}
         if "body" not in modes:
             return _fail("no empty or placeholder body at the cursor")
