@@ -1,0 +1,39 @@
+"""The shipped embedded model: it loads offline from the package and makes obvious fills.
+
+The model is loaded the way a fresh install loads it (`--model embedded`, no network) and used
+through the same engine the server runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dg_engine import EngineConfig, load_engine
+from dg_engine.loader import EMBEDDED_DIR
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    return load_engine(EngineConfig(model="embedded", device="cpu"))
+
+
+def test_the_shipped_model_is_a_small_standard_directory(embedded):
+    names = {p.name for p in Path(EMBEDDED_DIR).iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= names
+    assert (Path(EMBEDDED_DIR) / "model.safetensors").stat().st_size <= 40 * 2**20
+    info = embedded.info()
+    assert info["format"] == "fim" and info["model"] == "embedded"
+
+
+def test_the_shipped_model_fills_through_the_server_pipeline(embedded):
+    from dg_engine import FillRequest
+
+    result = embedded.fill(FillRequest("def double(value):\n    result = value * 2\n    return ", "\n"))
+    best = result.candidates[0]
+    assert best.steps >= 1 and len(best.confidences) == len(best.token_ids)
+    # The tokenizer round-trips code exactly: what the model writes can be spliced into a buffer.
+    code = "def f(x):\n\tif x:\n        return {'a': [1, 2]}  # é 😀\n"
+    ids = embedded.tokenizer(code, add_special_tokens=False)["input_ids"]
+    assert embedded.tokenizer.decode(ids) == code
