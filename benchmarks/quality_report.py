@@ -48,6 +48,15 @@ def _number(value: str | None) -> float | None:
         return None
 
 
+def _checkpoint_step(run: Path) -> int | None:
+    """The step of the run's latest checkpoint (an export made without training is that step)."""
+    try:
+        state = json.loads((run / (run / "latest").read_text().strip() / "state.json").read_text())
+        return int(state["step"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def training_summary(runs: Path) -> dict:
     """How far each training run got: last logged step, time, losses, last and best val_loss."""
     out = {}
@@ -71,6 +80,7 @@ def training_summary(runs: Path) -> dict:
             "final_ar_loss": _number(last.get("ar_loss")),
             "last_val_loss": {"step": vals[-1][0], "value": vals[-1][1]} if vals else None,
             "best_val_loss": dict(zip(("step", "value"), min(vals, key=lambda v: v[1]))) if vals else None,
+            "latest_checkpoint_step": _checkpoint_step(runs / run),
         }
     return out
 
