@@ -164,13 +164,14 @@ def denoise(
     steps = torch.zeros(n, dtype=torch.long, device=device)  # [N]
     self_conditioning = None  # [N, C, V]
     last_logits = None
+    raw_logits = None  # [N, C, V] before the temperature schedule, for the reported confidence
 
     for index, cur_step in enumerate(reversed(range(1, options.max_steps + 1))):
         if cancel.is_cancelled():
             raise Cancelled("cancelled between denoising steps")
         steps += (~finished).long()
-        logits = decoder_forward(canvas, self_conditioning)  # [N, C, V]
-        logits = clamp_logits(temperature(None, logits, cur_step=cur_step), rows)
+        raw = clamp_logits(decoder_forward(canvas, self_conditioning), rows)  # [N, C, V]
+        logits = clamp_logits(temperature(None, raw, cur_step=cur_step), rows)
         probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
         sampled = torch.multinomial(probs.view(-1, vocab_size), 1).view(n, plan.length)  # [N, C]
         new_argmax = logits.argmax(dim=-1)  # [N, C]
@@ -182,8 +183,9 @@ def denoise(
             new_argmax = torch.where(finished[:, None], argmax, new_argmax)
             new_canvas = torch.where(finished[:, None], canvas, new_canvas)
             logits = torch.where(finished[:, None, None], last_logits, logits)
+            raw = torch.where(finished[:, None, None], raw_logits, raw)
         finished |= stopping(new_argmax, logits)
-        canvas, argmax, last_logits = new_canvas, new_argmax, logits
+        canvas, argmax, last_logits, raw_logits = new_canvas, new_argmax, logits, raw
         self_conditioning = logits
         if on_step is not None:
             on_step(index, argmax)
@@ -193,5 +195,7 @@ def denoise(
     if last_logits is None:
         return DenoiseOutput(canvas, torch.ones(canvas.shape, device=device), steps)
     tokens = strategy.final(canvas, argmax)  # [N, C]
-    confidence = torch.softmax(last_logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)  # [N, C]
+    # Confidence is the model's own probability, before the sampling temperature sharpened it: a
+    # temperature near zero at the last step would make every token look certain.
+    confidence = torch.softmax(raw_logits.float(), dim=-1).gather(-1, tokens[..., None]).squeeze(-1)  # [N, C]
     return DenoiseOutput(tokens, confidence, steps)
