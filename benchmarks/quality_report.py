@@ -107,7 +107,10 @@ def markdown(payload: dict) -> str:
         lines.append(f"- {name}: skipped ({why})")
     lines += ["", "Figures are percentages of cases, after the server's post-processing (raw model text in "
               "`quality.json`). Cases per set: "
-              + ", ".join(f"{SET_TITLES.get(k, k)} {r['cases']}" for k, r in sets.items()) + ".", ""]
+              + ", ".join(f"{SET_TITLES.get(k, k)} {r['cases']}" for k, r in sets.items()) + ". "
+              "The canonical row is the expected middle sent through the same post-processing: its raw text "
+              "scores 100 on every metric, so where this row is lower the post-processing itself changed "
+              "a correct fill.", ""]
     for metric, title in (("exact_match", "Exact match"), ("pass_at_1", "pass@1 (HumanEval tests)"),
                           ("edit_similarity", "Edit similarity"), ("syntax_ok", "No new syntax errors")):
         names = [k for k, r in sets.items() if any(metric in s["processed"] for s in r["systems"].values())]
@@ -129,8 +132,9 @@ def markdown(payload: dict) -> str:
     for run, info in (payload.get("training") or {}).items():
         if info:
             val = info["last_val_loss"]
-            lines.append(f"- training `{run}`: step {info['last_step']} after {info['elapsed_s']:.0f} s, "
-                         f"train loss {info['final_loss']}, val_loss {val['value'] if val else '–'}"
+            lines.append(f"- training `{run}`: logged up to step {info['last_step']} after {info['elapsed_s']:.0f} s "
+                         f"(latest checkpoint: step {info.get('latest_checkpoint_step')}), train loss "
+                         f"{info['final_loss']}, val_loss {val['value'] if val else '–'}"
                          f"{' at step ' + str(val['step']) if val else ''}")
     lines += ["", f"Total time {payload['timing_s']['total']} s on {payload['machine']['cpu_count']} CPU cores."]
     return "\n".join(lines) + "\n"
