@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import random
 import time
 
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None):
     parser.add_argument("--model", default=None)
     parser.add_argument("--cases", type=int, default=40, help="held-out holes per kind")
     parser.add_argument("--humaneval", type=int, default=30, help="HumanEval cases per set")
+    parser.add_argument("--only", default="", help="comma-separated subset; the rest is kept from the last full run")
     args = parser.parse_args(argv)
     count, he = (2, 1) if args.quick else (args.cases, args.humaneval)
     model = resolve_model(args.model, args.quick)
@@ -167,14 +169,20 @@ def main(argv: list[str] | None = None):
         humaneval, executor = {}, None
     base = dict(maxSteps=3) if args.quick else {}
     started = time.perf_counter()
-    results = {
-        "syntax_repair": ablation(engine, by_kind, settings(syntaxRepair=True, variableLength=False, **base),
-                                  settings(syntaxRepair=False, variableLength=False, **base), None),
-        "variable_length": ablation(engine, {**by_kind, **humaneval}, settings(variableLength=True, syntaxRepair=False, **base),
-                                    settings(variableLength=False, syntaxRepair=False, **base), executor),
-        "multi_hole": multi_hole(engine, two_hole_cases(files, count), settings(**base)),
-        "confidence": confidence(engine, held),
+    measures = {
+        "syntax_repair": lambda: ablation(engine, by_kind, settings(syntaxRepair=True, variableLength=False, **base),
+                                          settings(syntaxRepair=False, variableLength=False, **base), None),
+        "variable_length": lambda: ablation(engine, {**by_kind, **humaneval},
+                                            settings(variableLength=True, syntaxRepair=False, **base),
+                                            settings(variableLength=False, syntaxRepair=False, **base), executor),
+        "multi_hole": lambda: multi_hole(engine, two_hole_cases(files, count), settings(**base)),
+        "confidence": lambda: confidence(engine, held),
     }
+    wanted = [n for n in args.only.split(",") if n] or list(measures)
+    previous = common.RESULTS / ("features.quick.json" if args.quick else "features.json")
+    results = {k: v for k, v in json.loads(previous.read_text()).items() if k in measures} if (
+        args.only and previous.exists()) else {}
+    results.update({name: measures[name]() for name in wanted})
     payload = {"model": model, "quick": args.quick, "settings": {"heldout_per_kind": count, "humaneval_per_set": he},
                "seconds": round(time.perf_counter() - started, 1), **results}
     path = common.write("features", payload, quick=args.quick)
