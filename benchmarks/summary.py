@@ -150,6 +150,10 @@ def other_rows(name: str, d: dict) -> list[tuple]:
         except (TypeError, AttributeError, KeyError, ValueError):
             rows = []
     if isinstance(targets, list):
+        # Where a target comes as post-processed and raw text, the table shows the processed one
+        # (what the editor shows); the raw figures stay in the result file and its own report.
+        processed = {(t.get("target"), t.get("system")) for t in targets if isinstance(t, dict) and t.get("variant") == "processed"}
+        targets = [t for t in targets if not (isinstance(t, dict) and t.get("variant") == "raw" and (t.get("target"), t.get("system")) in processed)]
         for t in targets:
             if isinstance(t, dict) and "value" in t:
                 label = " / ".join(str(t[k]) for k in ("target", "system", "variant") if k in t)
