@@ -10,9 +10,7 @@ use), so that they need no trained model and run in seconds.
 from __future__ import annotations
 
 import ast
-import os
 import random
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,18 +21,10 @@ AR_MODEL_DIR = ROOT / "runs" / "ar" / "model"
 
 
 def tiny_model_dir() -> Path:
-    """The tiny random model on disk (shared with the server tests: same path, same seed)."""
-    from dg_engine.tiny import save_tiny
+    """The tiny random model on disk, shared by the tests and the quick benchmarks."""
+    from dg_engine.tiny import cached_tiny_dir
 
-    path = Path(tempfile.gettempdir()) / f"dg-lsp-tiny-{os.getuid()}-v1"
-    if not (path / "model.safetensors").exists():
-        tmp = Path(tempfile.mkdtemp(dir=tempfile.gettempdir()))
-        save_tiny(tmp)
-        try:
-            tmp.rename(path)
-        except OSError:
-            pass  # another process saved it first
-    return path
+    return cached_tiny_dir()
 
 
 def resolve_model(name: str | None, quick: bool) -> str:

@@ -58,3 +58,23 @@ def save_tiny(path: str | Path, seed: int = 0, canvas_length: int = 16) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
+
+
+# Bumped whenever the tiny model's recipe changes, so a stale copy on disk is never reused.
+TINY_VERSION = 2
+
+
+def cached_tiny_dir() -> Path:
+    """The tiny model saved once per user in the temp directory, shared by test and benchmark runs."""
+    import os
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"dg-lsp-tiny-{os.getuid()}-v{TINY_VERSION}"
+    if not (path / "model.safetensors").exists():
+        staging = Path(tempfile.mkdtemp(dir=tempfile.gettempdir()))
+        save_tiny(staging)
+        try:
+            staging.rename(path)
+        except OSError:
+            pass  # Another process saved it first.
+    return path

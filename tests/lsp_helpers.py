@@ -11,20 +11,13 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from dg_engine.tiny import save_tiny
 
 
 def tiny_model_dir() -> Path:
-    """A tiny random model on disk, shared by every server test process of this run."""
-    path = Path(tempfile.gettempdir()) / f"dg-lsp-tiny-{os.getuid()}-v2"
-    if not (path / "model.safetensors").exists():
-        tmp = Path(tempfile.mkdtemp(dir=tempfile.gettempdir()))
-        save_tiny(tmp)
-        try:
-            tmp.rename(path)
-        except OSError:
-            pass  # Another process saved it first.
-    return path
+    """The tiny random model on disk, shared by the tests and the quick benchmarks."""
+    from dg_engine.tiny import cached_tiny_dir
+
+    return cached_tiny_dir()
 
 
 def server_command(*extra: str) -> list[str]:
