@@ -19,12 +19,11 @@ import math
 import os
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
 from . import common
-from .fixtures import AR_MODEL_DIR, model_label, resolve_model, token_spans, tiny_model_dir
+from .fixtures import AR_MODEL_DIR, model_label, resolve_model, token_spans, tiny_model_dir, use_threads
 
 TARGETS = {"length": 64, "speedup": 3.0, "tokens_per_forward": 4.0}
 
@@ -154,11 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
     from dg_engine import EngineConfig, load_engine
 
     args = parse_args(argv)
-    # Quick runs prove the machinery works; one thread keeps them fast on a loaded machine.
-    threads = args.threads or (1 if args.quick else 0)
-    previous_threads = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    previous_threads = use_threads(args.threads, args.quick)
     model = resolve_model(args.model, args.quick)
     lengths = [int(x) for x in (args.lengths or ("8,16" if args.quick else "8,32,64,128")).split(",")]
     cases, repeats = (2, 1) if args.quick else (args.cases, args.repeats)

@@ -167,3 +167,17 @@ def long_text(tokenizer, tokens: int) -> str:
         if total >= tokens * 1.1:
             break
     return "\n".join(parts)
+
+
+def use_threads(requested: int, quick: bool) -> int:
+    """Set torch's thread count for a benchmark run; returns the previous count to restore.
+
+    Quick runs prove the machinery works; one thread keeps them fast on a loaded machine.
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    threads = requested or (1 if quick else 0)
+    if threads:
+        torch.set_num_threads(threads)
+    return previous

@@ -20,7 +20,7 @@ import time
 import torch
 
 from . import common
-from .fixtures import long_text, model_label, resolve_model
+from .fixtures import long_text, model_label, resolve_model, use_threads
 
 TARGETS = {"context": 2048, "speedup": 5.0}
 TYPED = "    resu"  # what the user types at the end of the prefix (a few tokens)
@@ -105,11 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
     from dg_engine import EngineConfig, load_engine
 
     args = parse_args(argv)
-    # Quick runs prove the machinery works; one thread keeps them fast on a loaded machine.
-    threads = args.threads or (1 if args.quick else 0)
-    previous_threads = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    previous_threads = use_threads(args.threads, args.quick)
     model = resolve_model(args.model, args.quick)
     contexts = [int(x) for x in (args.contexts or ("256,512" if args.quick else "512,2048,8000")).split(",")]
     engine = load_engine(EngineConfig(model=model))
