@@ -24,7 +24,7 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--quantization", default="none", choices=["none", "int8", "fp8", "nf4"])
     group.add_argument("--canvas-length", type=int, default=0, help="tokens per canvas (0: the model's default)")
     group.add_argument("--max-steps", type=int, default=0, help="denoising steps per canvas (0: the model's default)")
-    group.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: torch's default)")
+    group.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: one less than the cores, at most 4)")
 
 
 def engine_config(args: argparse.Namespace):

@@ -338,7 +338,6 @@ def load_engine(config: EngineConfig) -> Engine:
     where = placement(config)
     path = resolve_source(config.model)
     check_directory(path)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    torch.set_num_threads(config.torch_threads())
     model, tokenizer = load_model(path, where)
     return Engine(model, tokenizer, config, source=config.model if config.model != "embedded" else "embedded", quantization=where.quantization)

@@ -97,6 +97,14 @@ def test_invalid_options_fall_back_with_messages():
     assert len(problems) == 2 and any("'device'" in p for p in problems)
 
 
+def test_automatic_thread_count_leaves_a_core_to_the_server():
+    auto = EngineConfig()
+    assert [auto.torch_threads(cores) for cores in (1, 2, 3, 8, 64)] == [1, 1, 2, 4, 4]
+    assert EngineConfig(threads=6).torch_threads(2) == 6
+    config, problems = EngineConfig.from_mapping({"threads": -3})
+    assert config.threads == 0 and problems
+
+
 def test_prompt_format_is_chosen_from_the_tokenizer(tiny):
     _, tokenizer = tiny
     fim = choose_format(tokenizer)
