@@ -57,6 +57,8 @@ class Fill:
     latency_ms: float = 0.0
     steps: int = 0
     kind: str = ""
+    # What the pipeline did, for dg.status: repair rounds run, canvas lengths tried and chosen.
+    trace: dict = field(default_factory=dict)
 
 
 def context_for(job: FillJob) -> tuple[HoleContext, object]:
@@ -154,10 +156,11 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
     rewriting = job.mode in ("rewrite", "paragraph")
     request = request_for(job, ctx)
     result = engine.fill(request, cancel=cancel, on_step=on_step)
-    cleaned = []
+    cleaned, repair_rounds = [], 0
     for cand in result.candidates:
         if not rewriting and spec is not None and job.settings.syntax_repair:
-            cand = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds)
+            cand, rounds = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds)
+            repair_rounds += rounds
         text = cand.text if rewriting else postprocess(cand.text, ctx, spec)
         cleaned.append((text, cand.mean_confidence, cand))
     order = rank([(t, c) for t, c, _ in cleaned], ctx, spec) if not rewriting else range(len(cleaned))
@@ -180,6 +183,12 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
         latency_ms=(time.perf_counter() - started) * 1000,
         steps=best.steps if best else 0,
         kind=ctx.kind.value if isinstance(ctx.kind, HoleKind) else str(ctx.kind),
+        trace={
+            "repairRounds": repair_rounds,
+            "canvasLengths": sorted({c.length for c in result.candidates}),
+            "chosenLength": best.length if best else 0,
+            "addsSyntaxErrors": bool(texts and spec is not None and adds_syntax_errors(ctx, texts[0], spec)),
+        },
     )
 
 
@@ -200,15 +209,18 @@ def error_positions(cand, ctx: HoleContext, spec, neighbourhood: int = 2) -> lis
 
 
 def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds: int):
-    """Syntax-guided re-noising: re-denoise the tokens around new syntax errors, the rest clamped."""
-    for _ in range(rounds):
+    """Syntax-guided re-noising: re-denoise the tokens around new syntax errors, the rest clamped.
+
+    Returns the repaired candidate and the number of re-noising rounds that ran.
+    """
+    for done in range(rounds):
         if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec), spec):
-            return cand
+            return cand, done
         positions = error_positions(cand, ctx, spec)
         if not positions:
-            return cand
+            return cand, done
         cand = engine.renoise(request, cand, positions, cancel)
-    return cand
+    return cand, rounds
 
 
 def low_confidence_spans(candidate, shown: str, threshold: float) -> list[tuple[int, int, float]]:

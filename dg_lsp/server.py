@@ -52,6 +52,7 @@ class DgServer(LanguageServer):
         self.shown: dict = {}
         self.confidence = ConfidenceTracker()
         self.typeahead_hits = 0
+        self.last_fill: dict = {}  # what the most recent fill did, shown by dg.status
         self.folders: list[Path] = []
         self.config_files = ConfigFiles()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -76,7 +77,9 @@ class DgServer(LanguageServer):
             self.settings = self.settings.update(_engine_dict(self.engine_override))[0]
         for message in messages:
             self.show_warning(f"dg-lsp settings ({source}): {message}")
+        # Fills made under the old settings must not come back from the cache or typed-ahead.
         self.results.clear()
+        self.shown.clear()
         if load and self.settings.engine.load_key() != before.load_key():
             self.host.load(self.settings.engine)
 
@@ -134,14 +137,19 @@ class DgServer(LanguageServer):
             "superseded": self.scheduler.superseded,
             "typedAheadHits": self.typeahead_hits,
             "cacheHits": self.results.hits,
+            "lastFill": self.last_fill,
             "positionEncoding": self.documents.encoding,
             "settings": {"candidates": self.settings.candidates, "contextBudget": self.settings.context_budget,
-                         "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts},
+                         "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts,
+                         "syntaxRepair": self.settings.syntax_repair, "repairRounds": self.settings.repair_rounds,
+                         "variableLength": self.settings.variable_length},
         }
 
     def record_fill(self, feature: str, job, fill) -> None:
         """Latency for dg.status and the status bar; low-confidence spans to show once applied."""
         self.host.latencies.record(feature, fill.latency_ms)
+        self.last_fill = {"feature": feature, "kind": fill.kind, "steps": fill.steps,
+                          "latencyMs": round(fill.latency_ms, 1), **fill.trace}
         self.notify_threadsafe("dg/status", {"state": self.host.state, "message": self.host.message, "lastLatencyMs": round(fill.latency_ms, 1)})
         if fill.texts and self.settings.confidence_display != "off":
             self.confidence.offer(job.snapshot.uri, fill.start, fill.texts[0], fill.low_confidence)
