@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 
-
-log = logging.getLogger(__name__)
-
 log = logging.getLogger(__name__)
 
 

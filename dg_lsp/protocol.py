@@ -1,8 +1,9 @@
 """The JSON-RPC layer, hardened: framing, a size cap, lifecycle errors and a reply for every request.
 
 pygls 2.1 reads the base protocol in `pygls.io_.run_async` and dispatches in `JsonRPCProtocol`.
-Both trust their input more than an editor's pipe deserves. This module replaces the stdio reader
-(`start_io`, `FrameReader`) and subclasses the protocol (`DgProtocol`) to fill these gaps:
+Both trust their input more than an editor's pipe deserves. This module subclasses the protocol
+(`DgProtocol`); `framing.py`'s `FrameReader`, fed by `transport.py` for stdio and TCP alike,
+replaces the reader. Together they fill these gaps:
 
 * Framing. Headers are read line by line; `Content-Length` is matched case-insensitively and
   also at the end of a line that starts with garbage, so the reader finds the next message after
@@ -58,12 +59,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sys
 import threading
 import uuid
 from concurrent.futures import CancelledError as FutureCancelledError
 from functools import partial
-from typing import Any, BinaryIO, Callable
+from typing import Any, Callable
 
 from lsprotocol import types
 from lsprotocol.types import ResponseErrorMessage
@@ -74,7 +74,7 @@ from pygls.protocol.language_server import lsp_method
 from . import lifetime
 
 log = logging.getLogger(__name__)
-from .framing import FrameReader, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, Oversized, PARSE_ERROR, SERVER_NOT_INITIALIZED, Unparsable, _valid_id, parse_body
+from .framing import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MAX_MESSAGE_BYTES, METHOD_NOT_FOUND, Oversized, PARSE_ERROR, SERVER_NOT_INITIALIZED, Unparsable, _valid_id
 from .testfaults import TEST_FAULTS_ENV, install_test_faults  # noqa: F401  (re-exported)
 
 
@@ -394,69 +394,6 @@ def _describe(exc: BaseException) -> str:
     except Exception:
         pass
     return f"{type(cause).__name__}: {cause}"[:500]
-
-
-# --- Stdio ----------------------------------------------------------------------------------------
-
-
-class _StdoutWriter:
-    """Writes whole frames to stdout; a client that stopped reading ends the process."""
-
-    def __init__(self, stream: BinaryIO, on_broken: Callable[[], None]):
-        self._stream = stream
-        self._on_broken = on_broken
-
-    def write(self, data: bytes) -> None:
-        try:
-            self._stream.write(data)
-            self._stream.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            log.error("the client's end of stdout is closed; exiting")
-            self._on_broken()
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        except Exception:
-            pass
-
-
-def start_io(server: LanguageServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-    """Serve over stdio with `FrameReader` on a reader thread; returns only if the exit hook does."""
-    protocol = server.protocol
-    stdin = stdin or sys.stdin.buffer
-    writer = _StdoutWriter(stdout or sys.stdout.buffer, on_broken=lambda: protocol.exit_hook(1))
-    protocol.set_writer(writer)
-    asyncio.run(_serve(server, protocol, stdin))
-
-
-async def _serve(server: LanguageServer, protocol: DgProtocol, stdin: BinaryIO) -> None:
-    loop = asyncio.get_running_loop()
-    if getattr(server, "loop", False) is None:
-        server.loop = loop  # DgServer sends notifications from threads through it.
-    finished = loop.create_future()
-    read = getattr(stdin, "read1", stdin.read)
-
-    def pump() -> None:
-        reader = FrameReader(read)
-        try:
-            while True:
-                body = reader.next()
-                if body is None:
-                    break
-                item = parse_body(body) if isinstance(body, bytes) else body
-                loop.call_soon_threadsafe(protocol.handle_frame, item)
-        except Exception:
-            log.exception("the stdin reader failed")
-        finally:
-            try:
-                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
-            except RuntimeError:
-                pass  # The loop is already closed.
-
-    threading.Thread(target=pump, name="dg-stdin", daemon=True).start()
-    await finished
-    protocol.end_of_input()
 
 
 # --- Test faults ----------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from .documents import DocumentStore
 from .engine_host import EngineHost
 from .fill import ResultCache
 from .progress import progress
-from .protocol import DgProtocol, install_test_faults, start_io
+from .protocol import DgProtocol, install_test_faults
+from .transport import start_io, start_tcp
 from .routes import ROUTES, Policy, Ready, Route, WorkerFeature
 from .scheduler import Scheduler
 from .settings import Settings
@@ -338,7 +339,7 @@ def serve(config: EngineConfig | None = None, tcp: str | None = None) -> int:
         server.settings = server.settings.update(_engine_dict(override))[0]
     if tcp:
         host, _, port = tcp.rpartition(":")
-        server.start_tcp(host or "127.0.0.1", int(port))
+        start_tcp(server, host or "127.0.0.1", int(port))  # transport.py: the same hardened reader
     else:
-        start_io(server)  # protocol.py: capped framing; exits on `exit` and at end of input
+        start_io(server)  # capped framing; exits on `exit` and at end of input
     return 0

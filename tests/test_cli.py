@@ -96,7 +96,11 @@ def test_serve_over_tcp_initializes_and_shuts_down():
             except OSError:
                 time.sleep(0.1)
         with sock:
-            sock.sendall(_frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}))
+            # The TCP transport reads through the same hardened framing as stdio: stray bytes and
+            # a lower-case header before the first message are survived.
+            garbage = b"\x00junk\r\n\r\n"
+            sock.sendall(garbage + _frame({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                           "params": {"capabilities": {}}}).replace(b"Content-Length", b"content-length"))
             reply = _read_message(sock)
             while "id" not in reply:  # skip notifications
                 reply = _read_message(sock)
@@ -106,6 +110,15 @@ def test_serve_over_tcp_initializes_and_shuts_down():
             while reply.get("id") != 2:
                 reply = _read_message(sock)
             assert reply["result"] is None
+            # An over-long message is refused by the size cap with its id, and the connection lives on.
+            huge = b'{"jsonrpc": "2.0", "id": 3, "method": "dg/x", "params": {"p": "' + b"a" * (17 << 20) + b'"}}'
+            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(huge) + huge)
+            reply = _read_message(sock)
+            while reply.get("id") != 3:
+                reply = _read_message(sock)
+            assert reply["error"]["code"] == -32600
+            sock.sendall(_frame({"jsonrpc": "2.0", "method": "exit"}))
+            assert proc.wait(20) == 0
     finally:
         proc.kill()
         proc.wait(10)
