@@ -19,7 +19,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
-from dg_engine import Cancelled, EngineConfig, OutOfMemoryError
+from dg_engine import Cancelled, EngineConfig, EngineError, OutOfMemoryError
 
 from . import __version__, lifetime
 from .confidence import ConfidenceTracker
@@ -60,6 +60,7 @@ class DgServer(LanguageServer):
         self._logged: set[str] = set()
         self._load_progress: asyncio.Future | None = None
         self.editor_values: dict = {}
+        self.engine_failure: str | None = None  # the last engine error, until a request succeeds
         self.converter = self.protocol._converter
         self.host.listeners.append(self._on_engine_state)
 
@@ -138,6 +139,7 @@ class DgServer(LanguageServer):
             "superseded": self.scheduler.superseded,
             "typedAheadHits": self.typeahead_hits,
             "cacheHits": self.results.hits,
+            "lastEngineError": self.engine_failure,
             "lastFill": self.last_fill,
             "positionEncoding": self.documents.encoding,
             "settings": {"candidates": self.settings.candidates, "contextBudget": self.settings.context_budget,
@@ -240,6 +242,13 @@ class DgServer(LanguageServer):
     def show_message_threadsafe(self, message: str, kind: types.MessageType) -> None:
         self.notify_threadsafe(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(kind, message))
 
+    def engine_failed(self, message: str) -> None:
+        log.warning("engine request failed: %s", message)
+        if self.engine_failure is None:
+            self.show_message_threadsafe(f"dg-lsp: {message}; features answer empty until it works again",
+                                         types.MessageType.Error)
+        self.engine_failure = message
+
     def show_warning(self, message: str) -> None:
         log.warning(message)
         self.show_message_threadsafe(message, types.MessageType.Warning)
@@ -296,6 +305,13 @@ async def run_worker_feature(server: DgServer, route: Route, *args):
     except OutOfMemoryError as exc:
         server.show_warning(f"dg-lsp: {exc}; this request was dropped, the model stays loaded")
         result = None
+    except EngineError as exc:
+        # A backend that cannot answer (a remote server that is down or failing): empty results,
+        # and one message until a request succeeds again, not one per keystroke.
+        server.engine_failed(str(exc))
+        result = None
+    else:
+        server.engine_failure = None
     return await feature.finish(server, job, result)
 
 

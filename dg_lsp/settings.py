@@ -4,8 +4,10 @@ Settings arrive as loose JSON (initializationOptions, workspace/didChangeConfigu
 in camelCase, snake_case or nested (`{"confidence": {"threshold": 0.3}}`). They are flattened,
 validated field by field, and every invalid value is replaced by the previous (or default) value
 with a message for the user. Keys that choose what code runs (the model path, device, dtype,
-quantization, threads) are accepted only from the user's own configuration, never from a file in
-a workspace folder, so that opening a repository cannot make the server load arbitrary weights.
+quantization, threads) or where document text is sent (the backend, the remote server's URL and
+the name of the variable that holds its API key) are accepted only from the user's own
+configuration, never from a file in a workspace folder, so that opening a repository can neither
+make the server load arbitrary weights nor send code and a key to a server of its choosing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ ALL_LANGUAGES = (
     "python", "javascript", "javascriptreact", "typescript", "typescriptreact",
     "rust", "go", "c", "cpp", "java", "markdown",
 )
-RESTRICTED = frozenset({"model", "device", "dtype", "quantization", "threads"})
+# What code runs, and where the code of open documents is sent (the remote backend's server, and
+# which environment variable's secret goes with it), is the user's choice alone.
+RESTRICTED = frozenset({"model", "device", "dtype", "quantization", "threads", "engine", "base_url", "api_key_env"})
 CONFIDENCE_DISPLAYS = ("diagnostics", "inlayHints", "both", "off")
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "int8", "fp8", "nf4")
+BACKENDS = ("local", "remote")
+PROMPT_FORMATS = ("auto", "fim", "chat")
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,11 @@ class EngineConfig:
 
     Zero for `canvas_length`, `max_steps` and `entropy_bound` means "the model's own default"
     (from its config.json and generation_config.json).
+
+    `engine = "remote"` sends requests to an OpenAI-compatible server at `base_url` instead of
+    loading a model; `model` is then the served model's name ("embedded" means the server's first
+    model), the API key is read from the environment variable named by `api_key_env`, and
+    `timeout` (seconds per request), `connect_timeout` and `retries` bound each request.
     """
 
     model: str = "embedded"
@@ -33,6 +41,13 @@ class EngineConfig:
     max_steps: int = 0
     entropy_bound: float = 0.0
     threads: int = 0
+    engine: str = "local"
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str = "DG_LSP_API_KEY"
+    timeout: float = 30.0
+    connect_timeout: float = 3.0
+    retries: int = 1
+    prompt_format: str = "auto"
 
     def torch_threads(self, cpu_count: int | None = None) -> int:
         """The intra-op thread count to run with; `threads = 0` picks one from the core count.
@@ -47,8 +62,12 @@ class EngineConfig:
         return max(1, min(4, cores - 1))
 
     def load_key(self) -> tuple:
-        """The options that need the model to be loaded again when they change."""
-        return (self.model, self.device, self.dtype, self.quantization, self.threads)
+        """The options that need the model to be loaded (or the server reached) again when they change."""
+        local = (self.model, self.device, self.dtype, self.quantization, self.threads, self.engine)
+        if self.engine != "remote":
+            return local
+        return local + (self.base_url, self.api_key_env, self.timeout, self.connect_timeout, self.retries,
+                        self.prompt_format)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> tuple["EngineConfig", list[str]]:
@@ -70,9 +89,20 @@ class EngineConfig:
 
 
 def _coerce(key: str, value: Any, default: Any) -> tuple[bool, Any]:
-    choices = {"device": DEVICES, "dtype": DTYPES, "quantization": QUANTIZATIONS}.get(key)
+    choices = {"device": DEVICES, "dtype": DTYPES, "quantization": QUANTIZATIONS, "engine": BACKENDS,
+               "prompt_format": PROMPT_FORMATS}.get(key)
     if choices is not None:
         return (value in choices, value)
+    if key == "base_url":
+        ok = isinstance(value, str) and re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value.strip()) is not None
+        return (ok, value.strip() if ok else value)
+    if key == "api_key_env":
+        return (isinstance(value, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value) is not None, value)
+    if key in ("timeout", "connect_timeout"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.1 <= value <= 600
+        return (ok, float(value) if ok else value)
+    if key == "retries":
+        return (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 5, value)
     if isinstance(default, bool):
         return (isinstance(value, bool), value)
     if isinstance(default, int):

@@ -334,7 +334,14 @@ def _sampling_defaults(model, config: EngineConfig) -> SamplingOptions:
 
 
 def load_engine(config: EngineConfig) -> Engine:
-    """Resolve, check and load the configured model; raises a `ModelLoadError` subclass on failure."""
+    """Resolve, check and load the configured model; raises a `ModelLoadError` subclass on failure.
+
+    With `engine = "remote"` nothing is loaded: the engine is a client of the configured server.
+    """
+    if config.engine == "remote":
+        from .remote import connect
+
+        return connect(config)
     where = placement(config)
     path = resolve_source(config.model)
     check_directory(path)

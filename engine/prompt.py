@@ -117,15 +117,46 @@ class ChatFormat:
     def infill_ids(
         self, prefix: str, suffix: str, chunks: Sequence[str] = (), middle_so_far: str = ""
     ) -> list[int]:
-        context = "".join(f"Other file excerpt:\n{c}\n\n" for c in chunks)
-        code = context + prefix + middle_so_far + HOLE_MARKER + suffix
-        ids = self._chat(_INFILL_INSTRUCTION.format(marker=HOLE_MARKER, code=code))
+        ids = self._chat(infill_instruction(prefix + middle_so_far, suffix, chunks))
         return ids + encode(self.tokenizer, middle_so_far)
 
     def rewrite_ids(self, prefix: str, text: str, suffix: str, instruction: str | None) -> list[int]:
-        how = f" as follows: {instruction}" if instruction else " so that it reads better"
-        code = f"{prefix}<REWRITE>{text}</REWRITE>{suffix}"
-        return self._chat(_REWRITE_INSTRUCTION.format(how=how, code=code))
+        return self._chat(rewrite_instruction(prefix, text, suffix, instruction))
+
+
+def infill_instruction(prefix: str, suffix: str, chunks: Sequence[str] = ()) -> str:
+    """The user message that asks an instruction-tuned model for the code at a hole."""
+    context = "".join(f"Other file excerpt:\n{c}\n\n" for c in chunks)
+    return _INFILL_INSTRUCTION.format(marker=HOLE_MARKER, code=context + prefix + HOLE_MARKER + suffix)
+
+
+def rewrite_instruction(prefix: str, text: str, suffix: str, instruction: str | None) -> str:
+    """The user message that asks an instruction-tuned model to rewrite a marked span."""
+    how = f" as follows: {instruction}" if instruction else " so that it reads better"
+    return _REWRITE_INSTRUCTION.format(how=how, code=f"{prefix}<REWRITE>{text}</REWRITE>{suffix}")
+
+
+@dataclass(frozen=True)
+class FimText:
+    """The suffix-first FIM prompt as text, for a server that tokenizes it (the remote backend).
+
+    The sentinels are the served tokenizer's own spellings, found by asking the server how it
+    tokenizes each known spelling; the layout is `FimFormat`'s.
+    """
+
+    fim_prefix: str
+    fim_suffix: str
+    fim_middle: str
+    bos: str = ""
+    file_separator: str = ""
+    name: str = "fim"
+
+    def infill(self, prefix: str, suffix: str, chunks: Sequence[str] = ()) -> str:
+        parts = [self.bos]
+        if self.file_separator:
+            parts += [self.file_separator + chunk for chunk in chunks]
+        parts += [self.fim_suffix, suffix, self.fim_prefix, prefix, self.fim_middle]
+        return "".join(parts)
 
 
 def choose_format(tokenizer, extra_stop_ids: Sequence[int] = ()) -> FimFormat | ChatFormat:

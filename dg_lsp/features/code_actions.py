@@ -148,7 +148,7 @@ def compute_resolve(server, job, token):
 
 async def finish_resolve(server, job, result):
     action, jobs = job
-    edits, fills = result
+    edits, fills = result or ([], [])  # None: the engine failed (already reported)
     for fill_job, fill in fills:
         server.record_fill("codeAction", fill_job, fill)
     if not edits:

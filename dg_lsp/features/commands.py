@@ -78,7 +78,7 @@ def compute(server, job, token):
 
 async def finish(server, job, result):
     _, jobs = job
-    edits, fills = result
+    edits, fills = result or ([], [])  # None: the engine failed (already reported)
     for fill_job, fill in fills:
         server.record_fill("command", fill_job, fill)
     latency = round(sum(f.latency_ms for _, f in fills), 1)
