@@ -36,7 +36,7 @@ def context(language: str | None, source: str, **kwargs) -> tuple[HoleContext, o
 
 CASES = [
     # (a) the fill repeats what follows the cursor
-    ("python", "print(foo(<|>))\n", "a, b))\nprint(2)", "a, b"),
+    ("python", "print(foo(<|>))\nprint(2)\n", "a, b))\nprint(2)", "a, b"),
     ("python", "print(foo(<|>, b))\n", "a, b))", "a"),
     ("python", 'print("<|>")\n', 'hello")', "hello"),
     ("javascript", "let a = <|>;\n", "5;", "5"),
@@ -56,7 +56,7 @@ CASES = [
     # (b) rest-of-line holes stop at the end of the line ...
     ("python", "x = <|>\n", "1\ny = 2\n", "1"),
     ("python", "x = <|>\n", "\ny = 2\n", ""),
-    ("rust", "let v = <|>;\n", "compute(1);\nlet w = 2;", "compute(1)"),
+    ("rust", "let v = <|>;\nlet w = 2;\n", "compute(1);\nlet w = 2;", "compute(1)"),
     # ... unless the line opens a block: then the block, up to the dedent, is kept
     (
         "python",
@@ -80,7 +80,8 @@ CASES = [
         "\n\t\tg(i)\n\t}\n\treturn\n",
         "\n\t\tg(i)\n\t}",
     ),
-    # NEW_LINE / BLOCK_BODY holes stop when the text dedents below the hole
+    # NEW_LINE / BLOCK_BODY holes stop when the text dedents below the level the suffix continues at
+    # (at the end of a file: before top-level code)
     ("python", "def f(x):\n    <|>\n", "return x\n\ndef g():\n    pass\n", "return x"),
     ("python", "def f(x):\n    <|>\n", "if x:\n        return 1\n    return 2\nprint(3)", "if x:\n        return 1\n    return 2"),
     ("javascript", "function f(a) {\n  <|>\n}\n", "return a;\n}\nfunction g() {}", "return a;"),
@@ -88,10 +89,12 @@ CASES = [
     ("java", "class A {\n    int m() {\n        <|>\n    }\n}\n", "int x = 1;\n        return x;\n    }\n}", "int x = 1;\n        return x;"),
     ("cpp", "int main() {\n  <|>\n}\n", "int x = 0;\n  return x;\n}\n", "int x = 0;\n  return x;"),
     ("c", "int main(void) {\n    <|>\n}\n", "\n\nreturn 0;\n}\n", "return 0;"),
-    # (c) indentation: the first line gets the hole's indentation, the file's style is kept
+    # (c) indentation: the model's columns stand (in the file's style); a first line in column 0
+    # right after a block opener moves, with the lines after it, to the hole's indentation
     ("python", "def f(x):\n<|>\n", "return x", "    return x"),
     ("python", "def f(x):\n<|>\n", "    return x\ndef g():\n    pass", "    return x"),
-    ("python", "def f(x):\n    <|>\n", "    return x", "return x"),
+    # after whitespace the model may be finishing the indentation (a hole cut inside it)
+    ("python", "def f(x):\n  <|>\n", "  return x", "  return x"),
     ("python", "def f(x):\n    <|>\n", "if x:\n\t\treturn 1", "if x:\n        return 1"),
     ("python", "def f(x):\n  y = 1\n  <|>\n", "if y:\n      return 1", "if y:\n      return 1"),
     ("go", "func f(a int) {\n\t<|>\n}\n", "if a > 0 {\n        g()\n    }\n}", "if a > 0 {\n\t\tg()\n\t}"),
@@ -107,7 +110,7 @@ CASES = [
     ("python", "def f():\n    <|pass|>\n", "return 1\n\ndef other():\n    pass", "return 1"),
     ("python", "def f():\n<|    pass\n|>", "    x = 1\n    return x\n", "    x = 1\n    return x"),
     # unknown languages still get line-level cleanup
-    (None, "call(<|>)\n", "x)\nmore", "x"),
+    (None, "call(<|>)\nmore\n", "x)\nmore", "x"),
     (None, "block {\n  <|>\n}\n", "a\n  b\n}\nc", "a\n  b"),
 ]
 
@@ -120,9 +123,11 @@ def test_postprocess(language: str | None, source: str, fill: str, expected: str
 
 def test_result_applied_to_the_document_is_valid() -> None:
     ctx, spec, text = context("python", "class A:\n    def f(self, x):\n<|>\n\nprint(1)\n")
-    fill = postprocess("return x * 2\n\n\nclass B:\n    pass\n", ctx, spec)
+    fill = postprocess("if x:\n    return x * 2\nreturn 0\n", ctx, spec)
     result = text[: ctx.start] + fill + text[ctx.end :]
-    assert result == "class A:\n    def f(self, x):\n        return x * 2\n\nprint(1)\n"
+    assert result == (
+        "class A:\n    def f(self, x):\n        if x:\n            return x * 2\n        return 0\n\nprint(1)\n"
+    )
     assert not adds_syntax_errors(ctx, fill, spec)
 
 

@@ -67,6 +67,8 @@ class HoleContext:
     indent_unit: str = "    "
     prefix_start: int = 0
     suffix_end: int | None = None
+    # The hole lies in a string that began on an earlier line (a docstring): prose, not code.
+    in_text_block: bool = False
 
     @property
     def line_before(self) -> str:
@@ -301,6 +303,14 @@ def _choose_headers(
     return sorted(chosen)
 
 
+def _in_text_block(text: str, chain: list[tree_sitter.Node], index: Utf8Index, start: int, spec: LanguageSpec) -> bool:
+    """True when a string node around the hole starts on an earlier line than the hole's."""
+    hole_line = line_start(text, start)
+    return any(
+        node.type in spec.string_types and index.to_str(node.start_byte) < hole_line for node in chain
+    )
+
+
 def _tree_for(text: str, spec: LanguageSpec, tree: DocumentTree | None) -> tuple[tree_sitter.Tree, Utf8Index]:
     """Reuse the caller's up-to-date tree when it matches the text, else parse."""
     if tree is not None and tree.spec == spec and tree.text == text:
@@ -332,11 +342,13 @@ def extract_context(
     chain: list[tree_sitter.Node] = []
     before_cuts = after_cuts = None
     index = None
+    in_text = False
     indent = hole_indent(text, start, hole_kind, spec, unit)
     if spec is not None:
         parsed, index = _tree_for(text, spec, tree)
         chain = _scope_chain(text, parsed.root_node, index, start, end, spec, indent)
         before_cuts, after_cuts = _syntactic_cuts(text, chain, index, start, end)
+        in_text = _in_text_block(text, chain, index, start, spec)
     cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens, count)
     headers: list[tuple[int, int]] = []
     if spec is not None and index is not None and cut > 0:
@@ -363,4 +375,5 @@ def extract_context(
         indent_unit=unit,
         prefix_start=cut,
         suffix_end=suffix_end,
+        in_text_block=in_text,
     )

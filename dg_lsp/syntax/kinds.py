@@ -154,7 +154,7 @@ def classify(text: str, start: int, end: int, spec: LanguageSpec | None) -> Hole
     return HoleKind.NEW_LINE
 
 
-def _effective_next_indent(line: str, spec: LanguageSpec | None, unit: str) -> int:
+def effective_next_indent(line: str, spec: LanguageSpec | None, unit: str) -> int:
     """The body indentation a following line implies: a closer or `else:` sits one level out."""
     width = indent_width(leading_ws(line), tab_width_for(unit))
     stripped = line.strip()
@@ -192,7 +192,7 @@ def hole_indent(
         return ""
     tab = tab_width_for(unit)
     wanted = min(
-        indent_width(leading_ws(previous), tab), _effective_next_indent(following, spec, unit)
+        indent_width(leading_ws(previous), tab), effective_next_indent(following, spec, unit)
     )
     if indent_width(leading_ws(previous), tab) == wanted:
         return leading_ws(previous)

@@ -2,70 +2,30 @@
 
 A diffusion model fills a fixed number of positions, so its raw output often runs past the unit
 being filled, repeats text that already follows the cursor, or indents with the wrong style.
-`postprocess` trims and re-indents one candidate; `adds_syntax_errors` and `rank` use the parser
-to prefer candidates that do not break the file.
+`postprocess` places, trims and re-indents one candidate (where it ends is `fill_end`'s job);
+`adds_syntax_errors` and `rank` use the parser to prefer candidates that do not break the file.
+A correct fill must come out unchanged: the quality benchmark's reference row checks that.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 
 from .context import HoleContext
+from .fill_end import column, fresh_end, insertion_end, rest_of_line_end, syntax_end
 from .kinds import HoleKind
 from .languages import LanguageSpec
 from .lines import (
     BRACKET_PAIRS,
     CLOSING_BRACKETS,
     indent_width,
-    leading_ws,
     opens_block,
     render_indent,
-    starts_with_closer,
     tab_width_for,
 )
-from .tree import parse
+from .tree import count_errors
 
-_BRACKET_OPENERS = tuple(BRACKET_PAIRS)
 _QUOTES = "\"'`"
-
-
-def _width(line: str, unit: str) -> int:
-    """The indentation column of a line in a file indented with `unit`."""
-    return indent_width(leading_ws(line), tab_width_for(unit))
-
-
-def _continues_statement(line: str, spec: LanguageSpec | None) -> bool:
-    """True for a line that carries on a compound statement at its own level (`else:`, `} else {`)."""
-    stripped = line.strip()
-    keywords = spec.continuation_keywords if spec is not None else ()
-    return starts_with_closer(line) or any(re.match(rf"{k}\b", stripped) for k in keywords)
-
-
-def _truncate_in_line(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> list[str]:
-    """Keep the hole line, plus the block it opens when the rest of the line is free.
-
-    The fill continues a line, so a following line belongs to it only while it is indented deeper
-    than that line; a closer or `else:` at the line's own level is kept, and ends the fill unless
-    it opens a further block.
-    """
-    line_is_free = not ctx.line_after.strip()
-    if ctx.kind is HoleKind.REST_OF_LINE and not (
-        line_is_free and opens_block(ctx.line_before + lines[0], spec, _BRACKET_OPENERS)
-    ):
-        return lines[:1]
-    base = indent_width(ctx.indent, tab_width_for(ctx.indent_unit))
-    kept = [lines[0]]
-    for line in lines[1:]:
-        width = _width(line, ctx.indent_unit)
-        if not line.strip() or width > base:
-            kept.append(line)
-            continue
-        if width == base and _continues_statement(line, spec):
-            kept.append(line)
-            if opens_block(line, spec, _BRACKET_OPENERS):
-                continue
-        break
-    return kept
 
 
 def _restyle(line: str, width: int, unit: str) -> str:
@@ -75,26 +35,31 @@ def _restyle(line: str, width: int, unit: str) -> str:
     return render_indent(max(width, 0), unit) + line.lstrip(" \t")
 
 
-def _fill_fresh_lines(lines: list[str], ctx: HoleContext) -> list[str]:
-    """Truncate at dedent and re-indent a fill that starts a line of its own.
+def _previous_code_line(prefix: str) -> str:
+    """The last non-blank line of the prefix before the hole line."""
+    above = prefix[: prefix.rfind("\n") + 1].rstrip().rsplit("\n", 1)
+    return above[-1]
 
-    The model continues a prefix whose last line is the hole line's indentation, so the columns of
-    its continuation lines are absolute: a line left of the hole's indentation has left the unit
-    being filled.  The first line is put at the hole's indentation whatever the model did, since
-    the cursor may sit in column 0 of a line that needs indenting.
+
+def _place_fresh_lines(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> list[str]:
+    """Position a fill that starts a line of its own, keeping the model's relative indentation.
+
+    The model continues the prefix, whose last line is the text before the cursor, so it writes
+    the rest of the line's indentation itself (it was trained on holes cut from column 0 and from
+    inside indentation): its columns stand, only written in the file's style.  When it wrote none
+    in column 0 right after a line that opens a block, which cannot be right, the whole fill moves
+    right by the hole's inferred indentation, so that continuation lines keep their place.
     """
     while len(lines) > 1 and not lines[0].strip():
         lines = lines[1:]
-    before, unit = ctx.line_before, ctx.indent_unit
-    threshold = indent_width(ctx.indent, tab_width_for(unit))
-    kept = [lines[0]]
-    for line in lines[1:]:
-        if line.strip() and _width(line, unit) < threshold:
-            break
-        kept.append(line)
-    missing = ctx.indent[len(before) :] if ctx.indent.startswith(before) else ""
-    first = missing + kept[0].lstrip(" \t") if kept[0].strip() else ""
-    return [first, *(_restyle(line, _width(line, unit), unit) for line in kept[1:])]
+    unit = ctx.indent_unit
+    if ctx.line_before:
+        return [lines[0], *(_restyle(line, column(line, unit), unit) for line in lines[1:])]
+    shift = 0
+    if ctx.indent and lines[0].strip() and column(lines[0], unit) == 0:
+        if opens_block(_previous_code_line(ctx.prefix), spec):
+            shift = indent_width(ctx.indent, tab_width_for(unit))
+    return [_restyle(line, column(line, unit) + shift, unit) for line in lines]
 
 
 def _drop_repeated_lines(lines: list[str], ctx: HoleContext, fresh: bool) -> list[str]:
@@ -146,73 +111,107 @@ def _safe_overlap(text: str, size: int, rest: str) -> bool:
     return True
 
 
-def _drop_overlap_in_line(text: str, rest: str) -> str:
-    """Remove the end of the fill that repeats the start of the rest of the hole line."""
+def _drop_overlap_in_line(
+    text: str, rest: str, keeps_syntax: Callable[[str, str], bool] | None = None
+) -> str:
+    """Remove the end of the fill that repeats the start of the rest of the hole line.
+
+    `keeps_syntax(shorter, text)` may veto a removal: a one-character overlap such as `=` before
+    `= 1` is as likely an operator the fill needs (`==`) as a repeat.
+    """
     rest = rest.lstrip()
     last_line = len(text) - text.rfind("\n") - 1
     for size in range(min(len(rest), last_line), 0, -1):
         if text.endswith(rest[:size]) and _safe_overlap(text, size, rest):
-            return text[:-size]
+            if keeps_syntax is None or keeps_syntax(text[:-size], text):
+                return text[:-size]
+            return text
     return text
 
 
-def _strip_trailing(lines: list[str], keep_last_spaces: bool) -> list[str]:
-    """Remove trailing whitespace and whitespace-only lines at the end."""
+def _strip_trailing(lines: list[str], joins_rest: bool) -> list[str]:
+    """Remove trailing whitespace, and whitespace-only lines at the end.
+
+    When text follows the hole on its line, the fill's last line continues into that text, so
+    its whitespace is the indentation of the rest of the line and stays, even on a blank line.
+    """
     stripped = [line.rstrip() for line in lines[:-1]]
-    stripped.append(lines[-1] if keep_last_spaces else lines[-1].rstrip())
+    if joins_rest:
+        return [*stripped, lines[-1]]
+    stripped.append(lines[-1].rstrip())
     while len(stripped) > 1 and not stripped[-1].strip():
         stripped.pop()
     return stripped
 
 
-def postprocess(fill: str, ctx: HoleContext, spec: LanguageSpec | None) -> str:
-    """The part of a model's fill that belongs in the hole, re-indented for the file."""
+def _no_worse(ctx: HoleContext, spec: LanguageSpec | None) -> Callable[[str, str], bool] | None:
+    """A check that one fill leaves the file with no more syntax errors than another."""
+    if spec is None:
+        return None
+
+    def check(fill: str, other: str) -> bool:
+        return count_errors(ctx.prefix + fill + ctx.suffix, spec) <= count_errors(ctx.prefix + other + ctx.suffix, spec)
+
+    return check
+
+
+def _end(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None, check_syntax: bool) -> int:
+    """How many of the placed lines belong to the hole (see `fill_end`)."""
+    if ctx.line_after.strip():
+        return insertion_end(lines, ctx)
+    if ctx.in_text_block:
+        # Prose in a docstring has no statements to end; the model's end marker decides.
+        return len(lines)
+    if ctx.line_before.strip():
+        return rest_of_line_end(lines, ctx, spec)
+    cut = fresh_end(lines, ctx, spec)
+    return syntax_end(lines, cut, ctx, spec, count_errors) if check_syntax else cut
+
+
+def postprocess(fill: str, ctx: HoleContext, spec: LanguageSpec | None, *, check_syntax: bool = True) -> str:
+    """The part of a model's fill that belongs in the hole, re-indented for the file.
+
+    `check_syntax=False` skips the parses that may move a cut further (for drafts shown while the
+    model is still denoising, where speed matters more than the exact end).
+    """
     crlf = "\r\n" in ctx.prefix or "\r\n" in ctx.suffix
     lines = fill.replace("\r\n", "\n").split("\n")
     if ctx.kind is HoleKind.PARAGRAPH:
         result = "\n".join(_strip_trailing(lines, False)).strip("\n")
         return result.replace("\n", "\r\n") if crlf else result
     rest = ctx.line_after
-    fresh = not ctx.line_before.strip() and ctx.kind is not HoleKind.REST_OF_LINE
+    fresh = not ctx.line_before.strip() and not rest.strip()
+    unit = ctx.indent_unit
     if fresh:
-        lines = _fill_fresh_lines(lines, ctx)
+        lines = _place_fresh_lines(lines, ctx, spec)
     else:
-        lines = _truncate_in_line(lines, ctx, spec)
-        unit = ctx.indent_unit
-        lines = [lines[0], *(_restyle(line, _width(line, unit), unit) for line in lines[1:])]
-    lines = _drop_repeated_lines(lines, ctx, fresh) or [""]
-    lines = _strip_trailing(lines, keep_last_spaces=bool(rest.strip()))
+        restyled = [_restyle(line, column(line, unit), unit) for line in lines[1:]]
+        if restyled and not lines[-1].strip():
+            # A blank last line is the indentation of the text after the hole; it stays as written.
+            restyled[-1] = lines[-1]
+        lines = [lines[0], *restyled]
+    lines = lines[: _end(lines, ctx, spec, check_syntax)]
+    if not rest.strip():
+        # An insertion's later lines come before the rest of its line, not before the next lines.
+        lines = _drop_repeated_lines(lines, ctx, fresh) or [""]
+    lines = _strip_trailing(lines, joins_rest=bool(rest.strip()))
     result = "\n".join(lines)
     if not result.strip():
         return ""
-    if rest.strip():
-        result = _drop_overlap_in_line(result, rest)
-        if "\n" in result and rest.lstrip()[:1] in CLOSING_BRACKETS:
+    if rest.strip() and not (ctx.in_text_block and not result.rstrip().endswith(rest.strip())):
+        # In prose a partial repeat of the rest of the line is ordinary text (a row of dashes).
+        result = _drop_overlap_in_line(result, rest, _no_worse(ctx, spec) if check_syntax else None)
+        if "\n" in result and rest.lstrip()[:1] in CLOSING_BRACKETS and result[result.rfind("\n") :].strip():
             # A multi-line body must not end on the line of the closer that follows it.
             result += "\n" + ctx.indent
     return result.replace("\n", "\r\n") if crlf else result
-
-
-def _error_count(text: str, spec: LanguageSpec) -> int:
-    """How many ERROR and MISSING nodes a fresh parse of the text has."""
-    root = parse(text, spec).root_node
-    if not root.has_error:
-        return 0
-    count = 0
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        count += node.is_error or node.is_missing
-        if node.has_error:
-            stack.extend(node.children)
-    return count
 
 
 def adds_syntax_errors(ctx: HoleContext, fill: str, spec: LanguageSpec | None) -> bool:
     """True when prefix+fill+suffix has more syntax errors than prefix+suffix."""
     if spec is None:
         return False
-    return _error_count(ctx.prefix + fill + ctx.suffix, spec) > _error_count(
+    return count_errors(ctx.prefix + fill + ctx.suffix, spec) > count_errors(
         ctx.prefix + ctx.suffix, spec
     )
 
@@ -224,8 +223,8 @@ def rank(
     if spec is None:
         penalties = [0] * len(candidates)
     else:
-        base = _error_count(ctx.prefix + ctx.suffix, spec)
+        base = count_errors(ctx.prefix + ctx.suffix, spec)
         penalties = [
-            int(_error_count(ctx.prefix + fill + ctx.suffix, spec) > base) for fill, _ in candidates
+            int(count_errors(ctx.prefix + fill + ctx.suffix, spec) > base) for fill, _ in candidates
         ]
     return sorted(range(len(candidates)), key=lambda i: (penalties[i], -candidates[i][1], i))

@@ -122,6 +122,21 @@ def error_spans(tree: tree_sitter.Tree, index: Utf8Index) -> list[ErrorSpan]:
     return found
 
 
+def count_errors(text: str, spec: LanguageSpec) -> int:
+    """How many ERROR and MISSING nodes a fresh parse of the text has."""
+    root = parse(text, spec).root_node
+    if not root.has_error:
+        return 0
+    count = 0
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        count += node.is_error or node.is_missing
+        if node.has_error:
+            stack.extend(node.children)
+    return count
+
+
 class DocumentTree:
     """A document's text, its language and its tree, kept in sync through `apply_edit`."""
 

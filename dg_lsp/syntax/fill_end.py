@@ -1,0 +1,193 @@
+"""Where a model's fill ends: the end of the syntactic unit the hole is for.
+
+A diffusion model fills a fixed canvas, and when it does not write its end marker in time the
+text runs on past the unit being filled.  A correct fill, though, may legitimately leave the hole's
+block (an `else:`, the end of a nested block, statements back at the level where the suffix
+starts), so each rule here only cuts where a correct fill could not go on, and
+`syntax_end` moves a cut further when the cut text would break the file where the whole fill
+does not.  Every function takes the fill as lines and returns how many of them to keep.
+
+The three shapes of hole:
+
+* an insertion inside a line (text after the cursor): the model's end marker decides, except
+  that a line ending with the text after the cursor means the fill has already rejoined it;
+* the rest of a line (code before the cursor, nothing after): that line, plus the block it opens;
+* a fresh line (only whitespace before the cursor): lines down to the lowest indentation the
+  suffix allows, or further when the fill re-opens a block that the suffix continues.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .context import HoleContext
+from .kinds import effective_next_indent
+from .languages import LanguageSpec
+from .lines import (
+    BRACKET_PAIRS,
+    indent_width,
+    is_comment_line,
+    leading_ws,
+    opens_block,
+    starts_with_closer,
+    tab_width_for,
+)
+
+_BRACKET_OPENERS = tuple(BRACKET_PAIRS)
+
+
+def column(line: str, unit: str) -> int:
+    """The indentation column of a line in a file indented with `unit`."""
+    return indent_width(leading_ws(line), tab_width_for(unit))
+
+
+def _continues_statement(line: str, spec: LanguageSpec | None) -> bool:
+    """True for a line that carries on a compound statement at its own level (`else:`, `} else {`)."""
+    stripped = line.strip()
+    keywords = spec.continuation_keywords if spec is not None else ()
+    return starts_with_closer(line) or any(re.match(rf"{k}\b", stripped) for k in keywords)
+
+
+def _following_lines(ctx: HoleContext) -> list[str]:
+    """The suffix's lines after the hole line, blank ones left out, without trailing whitespace."""
+    return [line.rstrip() for line in ctx.suffix.split("\n")[1:] if line.strip()]
+
+
+def insertion_end(lines: list[str], ctx: HoleContext) -> int:
+    """Lines to keep of a fill inserted before text on the same line.
+
+    The fill may span lines (a span from mid-line to mid-line), so it is not cut at its first line.
+    It is cut after a line that ends with the text after the cursor when what it writes next only
+    copies the lines after the hole line: the model has rejoined the suffix and written it out.
+    """
+    rest = ctx.line_after.strip()
+    following = _following_lines(ctx)
+    for index, line in enumerate(lines[:-1]):
+        if not line.rstrip().endswith(rest):
+            continue
+        tail = [other.rstrip() for other in lines[index + 1 :] if other.strip()]
+        copied = tail[:-1] == following[: len(tail) - 1] and (
+            not tail or len(following) >= len(tail) and following[len(tail) - 1].startswith(tail[-1])
+        )
+        if copied:
+            return index + 1
+    return len(lines)
+
+
+def rest_of_line_end(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> int:
+    """Lines to keep of a fill that completes the hole line: one, unless the line opens a block.
+
+    A block's lines are those indented deeper than the hole line; a closer or `else:` at the line's
+    own level is kept too, and ends the fill unless it opens a further block.
+    """
+    if not opens_block(ctx.line_before + lines[0], spec, _BRACKET_OPENERS):
+        return len(lines) if len(lines) > 1 and ends_in_suffix_block(lines, ctx, spec) else 1
+    base = indent_width(ctx.indent, tab_width_for(ctx.indent_unit))
+    kept = 1
+    for line in lines[1:]:
+        width = column(line, ctx.indent_unit)
+        if not line.strip() or width > base:
+            kept += 1
+            continue
+        if width == base and _continues_statement(line, spec):
+            kept += 1
+            if opens_block(line, spec, _BRACKET_OPENERS):
+                continue
+        break
+    return kept
+
+
+def _first_code_line(text: str, spec: LanguageSpec | None) -> str | None:
+    """The first line of the text that holds code (not blank, not only a comment)."""
+    for line in text.split("\n"):
+        if line.strip() and not is_comment_line(line, spec):
+            return line
+    return None
+
+
+def _floor(first_column: int, ctx: HoleContext, spec: LanguageSpec | None) -> int:
+    """The lowest column a fresh-line fill may reach before it has left the unit being filled.
+
+    The fill sits between the prefix and the suffix, so it may come back out to the level where
+    the suffix carries on (a closer or `else:` there means one level deeper) but not further.  At
+    the end of a file only this holds: a fill that starts indented does not go on into top-level
+    code, which would be a new definition rather than the rest of this one.
+    """
+    following = _first_code_line(ctx.suffix[len(ctx.line_after) + 1 :], spec)
+    if following is None:
+        return min(first_column, 1)
+    return min(first_column, effective_next_indent(following, spec, ctx.indent_unit))
+
+
+def _opens_string(text: str) -> bool:
+    """True when the text leaves a triple-quoted string open (the suffix must be its rest)."""
+    return any(text.count(quote) % 2 for quote in ('"""', "'''"))
+
+
+def ends_in_suffix_block(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> bool:
+    """True when the fill ends inside a block it opens and the suffix is that block's body.
+
+    A fill may leave the hole's block, or run on past the hole line, when it then opens a block
+    that the suffix carries on deeper (the end of one method and the header of the next,
+    `except:` before the handler's body): the fill connects to what follows, so it ends there.
+    A triple-quoted string left open connects the same way.
+    """
+    full = [ctx.line_before + lines[0], *lines[1:]]
+    if spec is not None and spec.docstrings and _opens_string("\n".join(full)):
+        return True
+    following = _first_code_line(ctx.suffix[len(ctx.line_after) + 1 :], spec)
+    if following is None:
+        return False
+    unit = ctx.indent_unit
+    body = effective_next_indent(following, spec, unit)
+    # Walking back from the end, an opener left of every line after it is a block still open.
+    lowest: int | None = None
+    for line in reversed(full):
+        if not line.strip():
+            continue
+        width = column(line, unit)
+        still_open = lowest is None or lowest > width
+        if still_open and opens_block(line, spec, _BRACKET_OPENERS) and body > width:
+            return True
+        lowest = width if lowest is None else min(lowest, width)
+    return False
+
+
+def fresh_end(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> int:
+    """Lines to keep of a fill that starts a line of its own (already placed at its columns).
+
+    Columns of continuation lines are absolute, since the model continues a prefix whose last line
+    is the hole line's indentation.
+    """
+    unit = ctx.indent_unit
+    floor = _floor(column(ctx.line_before + lines[0], unit), ctx, spec)
+    for index, line in enumerate(lines[1:], 1):
+        if line.strip() and column(line, unit) < floor:
+            return len(lines) if ends_in_suffix_block(lines, ctx, spec) else index
+    return len(lines)
+
+
+def syntax_end(
+    lines: list[str], cut: int, ctx: HoleContext, spec: LanguageSpec | None,
+    count_errors: Callable[[str, LanguageSpec], int],
+) -> int:
+    """Move a cut further when the cut text breaks the file where the whole fill does not.
+
+    A line-based cut can stop in the middle of a unit that the suffix needs finished (a `try:`
+    whose `except` is in the fill, a docstring the suffix closes); the shortest longer cut that
+    adds no more errors than the whole fill is taken then.  Without a grammar the cut stands.
+    """
+    if spec is None or cut >= len(lines):
+        return cut
+
+    def errors(count: int) -> int:
+        return count_errors(ctx.prefix + "\n".join(lines[:count]) + ctx.suffix, spec)
+
+    whole = errors(len(lines))
+    if errors(cut) <= whole:
+        return cut
+    for count in range(cut + 1, len(lines)):
+        if lines[count - 1].strip() and errors(count) <= whole:
+            return count
+    return len(lines)
