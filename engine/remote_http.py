@@ -77,6 +77,9 @@ class _Exchange:
         self.endpoint = endpoint
         self.events: queue.Queue = queue.Queue()
         self.closed = False
+        # http.client drops `conn.sock` once a response that ends with the connection is read,
+        # while the response still reads from it; this keeps the socket to shut down.
+        self.sock: socket.socket | None = None
 
     def start(self, method: str, path: str, body: bytes | None, headers: dict, stream: bool) -> None:
         threading.Thread(target=self._run, args=(method, path, body, headers, stream), daemon=True,
@@ -85,7 +88,10 @@ class _Exchange:
     def _run(self, method, path, body, headers, stream) -> None:
         try:
             self.conn.connect()
-            self.conn.sock.settimeout(self.read_timeout)
+            self.sock = self.conn.sock
+            if self.closed:  # closed while connecting
+                raise ConnectionAbortedError("closed")
+            self.sock.settimeout(self.read_timeout)
             self.conn.request(method, self.endpoint.root + path, body=body, headers=headers)
             response = self.conn.getresponse()
             if not stream or response.status != 200:
@@ -101,7 +107,7 @@ class _Exchange:
     def close(self) -> None:
         """Close the connection now; a blocked read on the helper thread fails at once."""
         self.closed = True
-        sock = self.conn.sock
+        sock = self.sock or self.conn.sock
         if sock is not None:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
