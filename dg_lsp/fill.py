@@ -20,6 +20,7 @@ from .settings import Settings
 from .syntax import (
     Budget, DocumentTree, HoleContext, HoleKind, adds_syntax_errors, extract_context, language_for, postprocess, rank,
 )
+from .syntax import tree as syntax_tree
 
 # A byte-level BPE on code averages a little over three characters per token; cutting context by
 # this estimate avoids tokenizing the whole file on every keystroke.
@@ -62,12 +63,21 @@ class Fill:
 
 
 def context_for(job: FillJob) -> tuple[HoleContext, object]:
-    spec = language_for(job.snapshot.language_id, job.snapshot.uri)
+    """The hole's context, read from the snapshot's own tree; parsed once here when it has none."""
+    snapshot = job.snapshot
+    spec = language_for(snapshot.language_id, snapshot.uri)
+    tree = snapshot.tree
+    if spec is not None and tree is None:
+        tree = syntax_tree.parse(snapshot.text, spec)
     budget = job.settings.context_budget
     ctx = extract_context(
-        job.snapshot.text, job.start, job.end, spec,
-        Budget(prefix_tokens=budget * 3 // 4, suffix_tokens=budget // 4), estimate_tokens,
+        snapshot.text, job.start, job.end, spec,
+        Budget(prefix_tokens=budget * 3 // 4, suffix_tokens=budget // 4), estimate_tokens, tree=tree,
     )
+    if tree is not None:
+        # When the context is the whole document, the syntax checks' "without the fill" text is
+        # the snapshot's text, whose errors this tree already shows.
+        syntax_tree.remember_errors(snapshot.text, spec, tree)
     return ctx, spec
 
 
@@ -122,7 +132,7 @@ def _drafts(engine: Engine, ctx, spec, on_draft):
 
     def on_step(index: int, canvas) -> None:
         text = engine.draft_text(canvas[0].tolist())
-        on_draft(text if rewriting else postprocess(text, ctx, spec))
+        on_draft(text if rewriting else postprocess(text, ctx, spec, check_syntax=False))
 
     return on_step
 

@@ -26,7 +26,8 @@ def run_joint(engine: Engine, job: FillJob, holes: list[tuple[int, int]], cancel
     holes = sorted(holes)
     spec = language_for(job.snapshot.language_id, job.snapshot.uri)
     budget = Budget(prefix_tokens=job.settings.context_budget * 3 // 4, suffix_tokens=job.settings.context_budget // 4)
-    region = extract_context(text, holes[0][0], holes[-1][1], spec, budget, estimate_tokens)
+    tree = job.snapshot.tree  # The snapshot's tree of this text: the holes' contexts need no parse.
+    region = extract_context(text, holes[0][0], holes[-1][1], spec, budget, estimate_tokens, tree=tree)
     parts: list[str | int] = []
     for i, (start, end) in enumerate(holes):
         parts.append(HOLE_TOKENS)
@@ -37,7 +38,7 @@ def run_joint(engine: Engine, job: FillJob, holes: list[tuple[int, int]], cancel
     best = result.candidates[0]
     edits = []
     for (start, end), fill_text in zip(holes, best.holes):
-        ctx = extract_context(text, start, end, spec, budget, estimate_tokens)
+        ctx = extract_context(text, start, end, spec, budget, estimate_tokens, tree=tree)
         edits.append((start, end, postprocess(fill_text, ctx, spec)))
     fill = Fill(
         start=holes[0][0],

@@ -311,9 +311,18 @@ def _in_text_block(text: str, chain: list[tree_sitter.Node], index: Utf8Index, s
     )
 
 
-def _tree_for(text: str, spec: LanguageSpec, tree: DocumentTree | None) -> tuple[tree_sitter.Tree, Utf8Index]:
-    """Reuse the caller's up-to-date tree when it matches the text, else parse."""
-    if tree is not None and tree.spec == spec and tree.text == text:
+def _tree_for(
+    text: str, spec: LanguageSpec, tree: DocumentTree | tree_sitter.Tree | None
+) -> tuple[tree_sitter.Tree, Utf8Index]:
+    """Reuse the caller's up-to-date tree, else parse.
+
+    A bare `tree_sitter.Tree` is a document snapshot's copy, parsed from exactly this text (the
+    store edits text and tree together); it is only read, never edited, so it stays the
+    snapshot's.  A `DocumentTree` is checked against the text, since it may have moved on.
+    """
+    if isinstance(tree, tree_sitter.Tree) and tree.language == spec.language:
+        return tree, Utf8Index(text)
+    if isinstance(tree, DocumentTree) and tree.spec == spec and tree.text == text:
         return tree.tree, tree.index
     return parse(text, spec), Utf8Index(text)
 
@@ -327,12 +336,13 @@ def extract_context(
     count_tokens: Callable[[str], int] = approx_tokens,
     *,
     kind: HoleKind | None = None,
-    tree: DocumentTree | None = None,
+    tree: DocumentTree | tree_sitter.Tree | None = None,
 ) -> HoleContext:
     """The hole at text[start:end] with its prefix and suffix cut to the budget.
 
-    `kind` overrides the classification (the rewrite feature passes PARAGRAPH); `tree` lets a
-    caller that keeps a `DocumentTree` skip the parse.  Without a spec, cuts fall on lines.
+    `kind` overrides the classification (the rewrite feature passes PARAGRAPH); `tree` (a
+    `DocumentTree`, or a snapshot's tree of exactly this text) lets the caller skip the parse of the
+    whole document.  Without a spec, cuts fall on lines.
     """
     if not 0 <= start <= end <= len(text):
         raise ValueError(f"hole {start}..{end} outside a text of length {len(text)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import tree_sitter
@@ -122,19 +123,50 @@ def error_spans(tree: tree_sitter.Tree, index: Utf8Index) -> list[ErrorSpan]:
     return found
 
 
-def count_errors(text: str, spec: LanguageSpec) -> int:
-    """How many ERROR and MISSING nodes a fresh parse of the text has."""
-    root = parse(text, spec).root_node
-    if not root.has_error:
-        return 0
+def _errors_in(tree: tree_sitter.Tree) -> int:
+    """How many ERROR and MISSING nodes a tree has (only subtrees flagged with errors are walked)."""
     count = 0
-    stack = [root]
+    stack = [tree.root_node] if tree.root_node.has_error else []
     while stack:
         node = stack.pop()
         count += node.is_error or node.is_missing
         if node.has_error:
             stack.extend(node.children)
     return count
+
+
+# One request asks for the error count of the same texts several times (the context without a
+# fill for every candidate; a candidate in repair, post-processing and ranking), so recent
+# answers are kept, keyed by text and grammar name.
+_ERROR_COUNTS: OrderedDict[tuple[str, str], int] = OrderedDict()
+_ERROR_COUNTS_SIZE = 32
+
+
+def _remember(key: tuple[str, str], count: int) -> int:
+    _ERROR_COUNTS[key] = count
+    _ERROR_COUNTS.move_to_end(key)
+    while len(_ERROR_COUNTS) > _ERROR_COUNTS_SIZE:
+        _ERROR_COUNTS.popitem(last=False)
+    return count
+
+
+def count_errors(text: str, spec: LanguageSpec) -> int:
+    """How many ERROR and MISSING nodes a parse of the text has; parsed only when not known."""
+    key = (text, spec.name)
+    if key in _ERROR_COUNTS:
+        _ERROR_COUNTS.move_to_end(key)
+        return _ERROR_COUNTS[key]
+    return _remember(key, _errors_in(parse(text, spec)))
+
+
+def remember_errors(text: str, spec: LanguageSpec, tree: tree_sitter.Tree) -> None:
+    """Record the error count of a text from a tree already parsed from it (a snapshot's)."""
+    _remember((text, spec.name), _errors_in(tree))
+
+
+def forget_error_counts() -> None:
+    """Drop the remembered counts (tests that count parses start from nothing)."""
+    _ERROR_COUNTS.clear()
 
 
 class DocumentTree:
