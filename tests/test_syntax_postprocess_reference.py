@@ -67,6 +67,17 @@ CASES = {
         '    >>><|>       >>> s.quick_ratio()\n    0.75\n    """\n',
         " s.ratio()\n    0.75\n ",
     ),
+    # A span of nothing but indentation before the code of its line (HumanEval/2, random span 4).
+    "span_of_indentation": (
+        "def truncate_number(number: float) -> float:\n<|>return number % 1.0\n",
+        "    ",
+    ),
+    # A span that ends inside a call's arguments, before the closer (HumanEval/136, random span 2).
+    "span_ends_before_closer": (
+        "def f(lst):\n    smallest = list(filter(lambda x: x < 0, lst))\n"
+        "    largest = list(filter(l<|>) if smallest else None, min(largest) if largest else None)\n",
+        "ambda x: x > 0, lst))\n    return (max(smallest",
+    ),
     # The end of the span repeats the start of the rest of the line but is an operator the fill
     # needs: `n =` before `= 1:` makes `n == 1:` (HumanEval/55, random span 6).
     "overlap_is_an_operator": (

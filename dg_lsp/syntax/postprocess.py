@@ -197,12 +197,14 @@ def postprocess(fill: str, ctx: HoleContext, spec: LanguageSpec | None, *, check
     lines = _strip_trailing(lines, joins_rest=bool(rest.strip()))
     result = "\n".join(lines)
     if not result.strip():
-        return ""
+        # Before text on the same line, whitespace alone can be the fill: that line's indentation.
+        return result if rest.strip() and ctx.kind is not HoleKind.BLOCK_BODY else ""
     if rest.strip() and not (ctx.in_text_block and not result.rstrip().endswith(rest.strip())):
         # In prose a partial repeat of the rest of the line is ordinary text (a row of dashes).
         result = _drop_overlap_in_line(result, rest, _no_worse(ctx, spec) if check_syntax else None)
-        if "\n" in result and rest.lstrip()[:1] in CLOSING_BRACKETS and result[result.rfind("\n") :].strip():
-            # A multi-line body must not end on the line of the closer that follows it.
+        closer = rest.lstrip()[:1] in CLOSING_BRACKETS and ctx.kind is HoleKind.BLOCK_BODY
+        if closer and "\n" in result and result[result.rfind("\n") :].strip():
+            # A multi-line body between braces on one line must not end on the closer's line.
             result += "\n" + ctx.indent
     return result.replace("\n", "\r\n") if crlf else result
 
