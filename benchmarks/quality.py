@@ -43,6 +43,7 @@ TARGETS = [  # (what, set, metric, threshold)
     ("HumanEval single-line pass@1", "he_single_line", "pass_at_1", 0.15),
     ("fills syntactically valid (all sets)", "*", "syntax_ok", 0.90),
 ]
+REFERENCE_THRESHOLD = 0.99
 
 
 # Metrics ------------------------------------------------------------------------------------
@@ -302,9 +303,24 @@ def _settings(args, sets, setup: Setup) -> dict:
     }
 
 
+def reference_target(results: dict) -> dict | None:
+    """Post-processing must leave a correct fill alone: the canonical middle's processed exact
+    match on the set where it is lowest."""
+    found = {k: r["systems"]["canonical"]["processed"]["exact_match"] for k, r in results.items()
+             if "canonical" in r.get("systems", {})}
+    if not found:
+        return None
+    lowest = min(found, key=found.get)
+    return {"target": f"reference middle unchanged by post-processing (lowest set: {lowest})", "system": "canonical",
+            "variant": "processed", "value": found[lowest], "threshold": REFERENCE_THRESHOLD,
+            "met": found[lowest] >= REFERENCE_THRESHOLD}
+
+
 def targets(results: dict) -> list[dict]:
-    """Each target for the embedded model, n=1 and n=4, on the server's output and on the raw text."""
-    out = []
+    """Each target for the embedded model, n=1 and n=4, on the server's output and on the raw text,
+    and the reference check of post-processing."""
+    reference = reference_target(results)
+    out = [reference] if reference else []
     for what, name, metric, threshold in TARGETS:
         for system in ("embedded_n1", "embedded_n4"):
             for variant in ("processed", "raw"):

@@ -111,6 +111,10 @@ def markdown(payload: dict) -> str:
               "The canonical row is the expected middle sent through the same post-processing: its raw text "
               "scores 100 on every metric, so where this row is lower the post-processing itself changed "
               "a correct fill.", ""]
+    rerun = payload.get("model_free_rerun")
+    if rerun:
+        lines[-1:] = [f"The rows {', '.join(rerun['systems'])} were remade on {rerun['date']} at commit "
+                      f"{(rerun.get('code') or {}).get('commit', '?')}: {rerun.get('note', '')}", ""]
     for metric, title in (("exact_match", "Exact match"), ("pass_at_1", "pass@1 (HumanEval tests)"),
                           ("edit_similarity", "Edit similarity"), ("syntax_ok", "No new syntax errors")):
         names = [k for k, r in sets.items() if any(metric in s["processed"] for s in r["systems"].values())]
