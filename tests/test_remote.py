@@ -74,7 +74,8 @@ def test_infill_requests_match_the_recording_and_answers_parse():
     events = [e for e in load("infill") if e["path"] == "/v1/completions"]
     first = "".join(c["text"] for ev in events[0]["events"] for c in ev["choices"])
     best = result.candidates[0]
-    assert best.text == first and best.finished and best.token_ids
+    reason = [c["finish_reason"] for ev in events[0]["events"] for c in ev["choices"] if c.get("finish_reason")][-1]
+    assert best.text == first and best.finished == (reason == "stop") and best.token_ids
     assert len(best.confidences) == len(best.token_ids) and all(0 < p <= 1 for p in best.confidences)
     assert [best.text[a:b] for a, b in best.token_offsets] and best.token_offsets[-1][1] <= len(best.text)
     assert result.prompt_tokens > 0 and len(best.canvas) == 32
