@@ -183,3 +183,19 @@ def test_rank_without_a_language_orders_by_score() -> None:
 def test_rank_is_stable_for_ties() -> None:
     ctx, spec, _ = context("python", "x = <|>\n")
     assert rank([("1", 0.5), ("2", 0.5), ("3", 0.5)], ctx, spec) == [0, 1, 2]
+
+
+def test_drafts_skip_the_parses(monkeypatch) -> None:
+    # Drafts are post-processed after every denoising step; only the final fill pays for parses.
+    from dg_lsp.syntax import tree
+
+    calls = []
+    original = tree.parse
+    monkeypatch.setattr(tree, "parse", lambda text, spec: calls.append(text) or original(text, spec))
+    tree.forget_error_counts()
+    ctx, spec, _ = context("python", "def f(n):\n    if n == 0:\n <|>= 1:\n        return 1\n")
+    fill = "       return 0\n    if n ="
+    assert postprocess(fill, ctx, spec, check_syntax=False) == "       return 0\n    if n "
+    assert calls == []
+    assert postprocess(fill, ctx, spec) == fill
+    assert calls

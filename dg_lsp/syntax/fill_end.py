@@ -3,17 +3,17 @@
 A diffusion model fills a fixed canvas, and when it does not write its end marker in time the
 text runs on past the unit being filled.  A correct fill, though, may legitimately leave the hole's
 block (an `else:`, the end of a nested block, statements back at the level where the suffix
-starts), so each rule here only cuts where a correct fill could not go on, and
-`syntax_end` moves a cut further when the cut text would break the file where the whole fill
-does not.  Every function takes the fill as lines and returns how many of them to keep.
-
-The three shapes of hole:
+starts), so each rule here only cuts where a correct fill could not go on.  The `*_end` functions
+take the fill as lines and return how many of them to keep.  By the shape of the hole:
 
 * an insertion inside a line (text after the cursor): the model's end marker decides, except
-  that a line ending with the text after the cursor means the fill has already rejoined it;
+  where the fill has rejoined the rest of the line and goes on to copy the lines after it;
 * the rest of a line (code before the cursor, nothing after): that line, plus the block it opens;
 * a fresh line (only whitespace before the cursor): lines down to the lowest indentation the
-  suffix allows, or further when the fill re-opens a block that the suffix continues.
+  suffix continues at, with `syntax_end` moving that cut on when the cut text breaks the file
+  where the whole fill does not.
+
+The last two go on to the end of the fill when it ends in a block whose body is the suffix.
 """
 
 from __future__ import annotations
@@ -174,9 +174,9 @@ def syntax_end(
 ) -> int:
     """Move a cut further when the cut text breaks the file where the whole fill does not.
 
-    A line-based cut can stop in the middle of a unit that the suffix needs finished (a `try:`
-    whose `except` is in the fill, a docstring the suffix closes); the shortest longer cut that
-    adds no more errors than the whole fill is taken then.  Without a grammar the cut stands.
+    A line-based cut can stop in the middle of a unit that the suffix needs finished (a statement
+    whose closing bracket is on a later line of the fill); the shortest longer cut that adds no
+    more errors than the whole fill is taken then.  Without a grammar the cut stands.
     """
     if spec is None or cut >= len(lines):
         return cut
