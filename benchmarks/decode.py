@@ -9,7 +9,7 @@ causal LM on the same suffix-first FIM prompt, greedy, same token budget). Recor
 wall time p50/p95/p99 of both, the speedup (AR wall / diffusion wall, both measured in this run),
 decoder steps and tokens per forward, and exact match of the first line and of the whole middle.
 
-    python -m benchmarks.decode [--quick] [--model embedded] [--ar-model runs/ar/model]
+    python -m benchmarks.decode [--quick] [--model embedded] [--ar-model DIR]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import torch
 
 from . import common
-from .fixtures import AR_MODEL_DIR, model_label, resolve_model, token_spans, tiny_model_dir, use_threads
+from .fixtures import ar_model_dir, model_label, resolve_model, token_spans, tiny_model_dir, use_threads
 
 TARGETS = {"length": 64, "speedup": 3.0, "tokens_per_forward": 4.0}
 
@@ -64,9 +64,10 @@ def ar_source(args) -> tuple[str | None, str]:
         return (str(tiny_model_dir()) if args.ar_model == "tiny" else args.ar_model), "given"
     if args.quick:
         return str(tiny_model_dir()), "tiny random model standing in for the AR baseline (quick mode)"
-    if (AR_MODEL_DIR / "config.json").is_file():
-        return str(AR_MODEL_DIR), "trained AR baseline"
-    return None, f"no AR baseline at {AR_MODEL_DIR} (train and export it first); AR column skipped"
+    found = ar_model_dir()
+    if found is not None:
+        return str(found), "trained AR baseline"
+    return None, "no AR baseline (runs/ar/model or benchmarks/baselines/ar); AR column skipped"
 
 
 def measure_length(engine, ar_engine, length: int, cases: int, repeats: int) -> dict:
@@ -141,7 +142,7 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.decode", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny model as both models, two short lengths")
     p.add_argument("--model", default=None)
-    p.add_argument("--ar-model", default=None, help="AR baseline directory (default runs/ar/model)")
+    p.add_argument("--ar-model", default=None, help="AR baseline directory (default runs/ar/model, else benchmarks/baselines/ar)")
     p.add_argument("--lengths", default=None, help="middle lengths in tokens (default 8,32,64,128)")
     p.add_argument("--cases", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)

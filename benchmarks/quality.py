@@ -29,6 +29,7 @@ from pathlib import Path
 
 from . import common
 from . import quality_report as report
+from .fixtures import ar_model_dir
 from .heldout import KINDS, cut_holes, held_out_files
 from .humaneval import REPO, SETS, Case, Executor, data_dir, load_cases
 from .quality_systems import Setup, engine_for, fill_all, max_canvases
@@ -170,11 +171,11 @@ def load(model: str | None, label: str, problems: dict) -> dict | None:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.quality", description=__doc__.splitlines()[0])
-    default_ar = REPO / "runs" / "ar" / "model"
+    default_ar = ar_model_dir()
     p.add_argument("--quick", action="store_true", help="3 cases per HumanEval set, 3 held-out holes")
     p.add_argument("--model", default="embedded", help="diffusion model: 'embedded' or a directory")
-    p.add_argument("--ar-model", default=str(default_ar) if default_ar.is_dir() else None,
-                   help="AR baseline directory ('none' to skip; default runs/ar/model if present)")
+    p.add_argument("--ar-model", default=str(default_ar) if default_ar else None,
+                   help="AR baseline directory ('none' to skip; default runs/ar/model, else benchmarks/baselines/ar)")
     p.add_argument("--limit", help="HumanEval cases per set: N, or single=N,multi=N,span=N")
     p.add_argument("--heldout", help="held-out holes: a total, or single=N,multi=N,span=N")
     p.add_argument("--n", default="1,4", help="candidate counts for the embedded model")
@@ -223,7 +224,7 @@ def evaluate(args) -> dict:
     ar_model = None if (args.ar_model or "none") == "none" else args.ar_model
     if ar_model is None:
         problems["ar"] = ("skipped with --ar-model none" if args.ar_model == "none"
-                          else "no AR model directory (runs/ar/model does not exist and --ar-model not given)")
+                          else "no AR model directory (neither runs/ar/model nor benchmarks/baselines/ar, and no --ar-model)")
     ar_info = load(ar_model, "ar", problems)
     setup = Setup(args.model if embedded_info else None, ar_model if ar_info else None,
                   tuple(int(x) for x in args.n.split(",") if x.strip()), args.seed, args.context_budget, args.threads)

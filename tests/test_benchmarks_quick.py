@@ -69,9 +69,18 @@ def test_decode_without_ar_model_skips_the_column(tmp_path, monkeypatch):
     from benchmarks import decode
 
     # A missing AR baseline is reported in the JSON, not fatal: ar_source says so and loads nothing.
-    monkeypatch.setattr(decode, "AR_MODEL_DIR", tmp_path / "missing")
+    monkeypatch.setattr(decode, "ar_model_dir", lambda: None)
     path, note = decode.ar_source(decode.parse_args([]))
     assert path is None and "skipped" in note
+
+
+def test_a_fresh_clone_finds_the_kept_ar_baseline(monkeypatch, tmp_path):
+    from benchmarks import fixtures
+
+    kept = fixtures.AR_MODEL_DIRS[-1]
+    monkeypatch.setattr(fixtures, "AR_MODEL_DIRS", (tmp_path / "runs" / "ar" / "model", kept))
+    assert fixtures.ar_model_dir() == kept
+    assert (kept / "model.safetensors").stat().st_size > 1_000_000
 
 
 def test_kv_reuse_quick():
