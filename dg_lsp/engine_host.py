@@ -85,6 +85,12 @@ class EngineHost:
                 return  # A newer configuration was requested while this one loaded.
             self.engine = engine
         info = engine.info()
+        if info.get("health") in ("unreachable", "failing"):
+            # A remote engine whose server is down is usable (each request tries again), but
+            # "loaded" would be a lie; say what is wrong instead.
+            self._set("ready", f"{info['model']} at {info['device']}: {info['health']} ({info.get('healthMessage', '')}); "
+                               "each request will try again")
+            return
         self._set("ready", f"{info['model']} on {info['device']} loaded in {time.perf_counter() - started:.1f} s")
 
     def _fail(self, config: EngineConfig, reason: str) -> None:

@@ -79,6 +79,7 @@ async def test_unreachable_server_gives_empty_results_and_one_message(client):
             break
         await asyncio.sleep(0.05)
     assert status["health"] == "unreachable", json.dumps(status)
+    assert "unreachable" in status["message"] and "loaded" not in status["message"]
     before = len(client.messages)
     text, pos = position_of("def area(w, h):\n    return <|>\n", "<|>")
     uri = (client.root / "area.py").as_uri()
