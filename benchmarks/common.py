@@ -69,6 +69,21 @@ def rss_bytes(pid: int | str = "self") -> int:
     return 0
 
 
+def rss_parts_bytes(pid: int | str = "self") -> dict[str, int]:
+    """RSS split into private memory (RssAnon) and pages of mapped files (RssFile).
+
+    File pages are shared and reclaimable, and how many of them count depends on the page cache:
+    a freshly installed torch had 48 MB more of its libraries resident than an older install of
+    the same wheel, with identical private memory. The split shows which part moved.
+    """
+    parts = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key = line.split(":", 1)[0]
+        if key in ("RssAnon", "RssFile"):
+            parts[key] = int(line.split()[1]) * 1024
+    return parts
+
+
 def peak_rss_bytes(pid: int | str = "self") -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):

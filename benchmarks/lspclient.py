@@ -21,7 +21,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from .common import peak_rss_bytes, rss_bytes
+from .common import peak_rss_bytes, rss_parts_bytes, rss_bytes
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -125,6 +125,9 @@ class Server:
 
     def peak_rss(self) -> int:
         return peak_rss_bytes(self.pid)
+
+    def rss_parts(self) -> dict[str, int]:
+        return rss_parts_bytes(self.pid)
 
     def uri(self, name: str) -> str:
         return (self.root / name).as_uri()

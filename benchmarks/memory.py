@@ -110,6 +110,7 @@ async def footprint(model: str, quantization: str, growth: tuple[int, int, int] 
             "rss_after_load_mb": round(loaded_rss / MB, 1),
             "rss_after_requests_mb": round(server.rss() / MB, 1),
             "peak_rss_mb": round(server.peak_rss() / MB, 1),
+            **{f"{key.lower()}_after_requests_mb": round(value / MB, 1) for key, value in server.rss_parts().items()},
             "engine_memory_mb": round(status["memoryBytes"] / MB, 2),
             "parameters": status["parameters"],
             "dtype": status["dtype"],
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
         "model": model_label(model),
         "quick": args.quick,
         "settings": {"quantizations": quants, "requests": requests, "warmup": warmup, "sample_every": every,
-                     "mix": dict(MIX), "growth_server": quants[0], "rss": "/proc/<pid>/status VmRSS, peak VmHWM"},
+                     "mix": dict(MIX), "growth_server": quants[0], "rss": "/proc/<pid>/status VmRSS, peak VmHWM; RssAnon (private) and RssFile (mapped files) after the requests"},
         "load": {"before": load_before, "after": load_after},
         "targets": TARGETS,
         "target_met": {

@@ -186,7 +186,11 @@ def training_curve(runs: Path, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    logs = [(run, runs / run / "log.csv") for run in ("embedded", "ar") if (runs / run / "log.csv").is_file()]
+    # A machine that trained has runs/<run>/log.csv; a fresh clone has the copies kept with the results.
+    kept = Path(__file__).with_name("results") / "training"
+    logs = [(run, next((p for p in (runs / run / "log.csv", kept / f"{run}.csv") if p.is_file()), None))
+            for run in ("embedded", "ar")]
+    logs = [(run, log) for run, log in logs if log is not None]
     logs = [(run, _rows(log)) for run, log in logs]
     logs = [(run, rows) for run, rows in logs if rows]
     if not logs:

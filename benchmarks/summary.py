@@ -98,6 +98,9 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
         for run in d["runs"]:
             rows.append(("memory", f"peak RSS, {run['quantization']}", f"{run['peak_rss_mb']:.0f} MB (engine {run['engine_memory_mb']:.1f} MB)",
                          f"≤ {d['targets']['peak_rss_mb']:.0f} MB", run["peak_rss_mb"] <= d["targets"]["peak_rss_mb"]))
+            if "rssanon_after_requests_mb" in run:
+                rows.append(("memory", f"RSS after requests, {run['quantization']}: private / mapped files",
+                             f"{run['rssanon_after_requests_mb']:.0f} / {run['rssfile_after_requests_mb']:.0f} MB", "", None))
             if "growth" in run:
                 g = run["growth"]
                 rows.append(("memory", f"RSS growth over {g['requests']} requests", f"{g['growth_pct']:+.2f}% ({g['rss_start_mb']:.0f} → {g['rss_end_mb']:.0f} MB)",
