@@ -9,9 +9,10 @@ tree-sitter can reuse the unchanged parts instead of parsing the whole file on e
 from __future__ import annotations
 
 import re
+import threading
 from bisect import bisect_left
-from dataclasses import dataclass
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import tree_sitter
@@ -137,25 +138,30 @@ def _errors_in(tree: tree_sitter.Tree) -> int:
 
 # One request asks for the error count of the same texts several times (the context without a
 # fill for every candidate; a candidate in repair, post-processing and ranking), so recent
-# answers are kept, keyed by text and grammar name.
+# answers are kept, keyed by text and grammar name. The lock keeps the table whole if a caller
+# on another thread (the event loop, a batch run) ever counts at the same time as the worker.
 _ERROR_COUNTS: OrderedDict[tuple[str, str], int] = OrderedDict()
 _ERROR_COUNTS_SIZE = 32
+_ERROR_COUNTS_LOCK = threading.Lock()
 
 
 def _remember(key: tuple[str, str], count: int) -> int:
-    _ERROR_COUNTS[key] = count
-    _ERROR_COUNTS.move_to_end(key)
-    while len(_ERROR_COUNTS) > _ERROR_COUNTS_SIZE:
-        _ERROR_COUNTS.popitem(last=False)
+    with _ERROR_COUNTS_LOCK:
+        _ERROR_COUNTS[key] = count
+        _ERROR_COUNTS.move_to_end(key)
+        while len(_ERROR_COUNTS) > _ERROR_COUNTS_SIZE:
+            _ERROR_COUNTS.popitem(last=False)
     return count
 
 
 def count_errors(text: str, spec: LanguageSpec) -> int:
     """How many ERROR and MISSING nodes a parse of the text has; parsed only when not known."""
     key = (text, spec.name)
-    if key in _ERROR_COUNTS:
-        _ERROR_COUNTS.move_to_end(key)
-        return _ERROR_COUNTS[key]
+    with _ERROR_COUNTS_LOCK:
+        known = _ERROR_COUNTS.get(key)
+        if known is not None:
+            _ERROR_COUNTS.move_to_end(key)
+            return known
     return _remember(key, _errors_in(parse(text, spec)))
 
 
@@ -166,7 +172,8 @@ def remember_errors(text: str, spec: LanguageSpec, tree: tree_sitter.Tree) -> No
 
 def forget_error_counts() -> None:
     """Drop the remembered counts (tests that count parses start from nothing)."""
-    _ERROR_COUNTS.clear()
+    with _ERROR_COUNTS_LOCK:
+        _ERROR_COUNTS.clear()
 
 
 class DocumentTree:
