@@ -152,7 +152,9 @@ async def finish_resolve(server, job, result):
     for fill_job, fill in fills:
         server.record_fill("codeAction", fill_job, fill)
     if not edits:
-        server.show_warning(f"{action.title}: the model had nothing to add")
+        rewriting = any(j.mode in ("rewrite", "paragraph") for j in jobs)
+        server.show_warning(f"{action.title}: " + ("the model would keep the text as it is" if rewriting
+                                                   else "the model had nothing to add"))
         return action
     action.edit = workspace_edit(server, jobs[0].snapshot, edits)
     return action
