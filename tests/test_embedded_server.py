@@ -72,3 +72,23 @@ async def test_ghost_text_for_the_rest_of_a_line_stays_on_it(client):
         text_document=types.TextDocumentIdentifier(uri), position=types.Position(1, len("    return width * "))))
     for item in result.items:
         assert "\n" not in item.insert_text.rstrip("\n"), item.insert_text
+
+
+async def test_a_rewrite_changes_only_what_the_model_doubts_as_a_minimal_edit(client):
+    # "pr" of the misspelt "prnt" is the one token the model doubts (probability about 0.15); the
+    # rest of the line is kept, and edits are cut at word boundaries, so the edit replaces the word
+    # "prnt" only, not the whole selection.
+    text = "for i in range(10):\n    prnt(i)\n"
+    uri = (client.root / "typo.py").as_uri()
+    open_doc(client, uri, text)
+    selection = span(text, "prnt(i)")
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        types.TextDocumentIdentifier(uri), selection, types.CodeActionContext(diagnostics=[])))
+    rewrite = next(a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite)
+    resolved = await client.code_action_resolve_async(rewrite)
+    assert resolved.edit is not None
+    edits = resolved.edit.document_changes[0].edits
+    start = selection.start.character
+    assert edits and all(e.range.start.line == e.range.end.line == 1 for e in edits)
+    assert all(start <= e.range.start.character and e.range.end.character <= start + len("prnt") for e in edits), \
+        [(e.range, e.new_text) for e in edits]
