@@ -187,7 +187,8 @@ def render(r: dict[str, dict], quick: bool) -> str:
         lines.append(f"| {bench} | {figure} | {value} | {target} | {yes(met)} |")
     lines += ["", "## Conditions", ""]
     for name, d in r.items():
-        model = d.get("model", "?")
+        # The quality benchmark compares several models; it lists them under "models".
+        model = d.get("model") or ", ".join(sorted(d.get("models", {}))) or "?"
         model = model.get("name", model) if isinstance(model, dict) else model
         lines.append(f"- `{name}` ({d.get('machine', {}).get('date', '?')}): model `{model}`; {loaded(d)}")
     for missing in sorted(set(NAMES) - set(r)):
