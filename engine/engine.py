@@ -90,7 +90,7 @@ class Engine:
         gen = model.generation_config
         extra = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
         self.format = choose_format(tokenizer, [i for i in extra if i is not None])
-        self.prefix_cache = PrefixCache(model)
+        self.prefix_cache = PrefixCache(model, chunk_size=256 if self.device.type == "cpu" else 2048)
         self.vocab_size = model.config.get_text_config().vocab_size
         self.defaults = _sampling_defaults(model, config)
         self.memory_bytes = model_bytes(model)

@@ -212,3 +212,16 @@ def test_renoise_changes_only_the_chosen_positions(engine):
     changed = [i for i, (a, b) in enumerate(zip(first.canvas, repaired.canvas)) if a != b]
     assert set(changed) <= {1, 2}
     assert repaired.steps > first.steps
+
+
+def test_chunked_prefill_builds_the_same_cache_as_one_pass(engine):
+    from dg_engine.kvcache import PrefixCache
+
+    assert engine.prefix_cache.chunk_size == 256  # the CPU default, chosen for peak memory
+    ids = engine.format.infill_ids("def f(x):\n" + "    y = x + 1\n" * 40, "\n    return y\n")
+    assert len(ids) > 64
+    whole, chunked = PrefixCache(engine.model, chunk_size=4096), PrefixCache(engine.model, chunk_size=16)
+    a, b = whole.prefill(ids).cache, chunked.prefill(ids).cache
+    for la, lb in zip(a.layers, b.layers):
+        assert la.keys.shape == lb.keys.shape
+        assert torch.allclose(la.keys, lb.keys, atol=1e-5) and torch.allclose(la.values, lb.values, atol=1e-5)
