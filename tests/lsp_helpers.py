@@ -56,6 +56,23 @@ async def wait_ready(client, timeout: float = 60.0) -> dict:
         await asyncio.sleep(0.05)
 
 
+async def open_session(client, tmp_path_factory, options: dict | None = None, timeout: float = 60.0) -> dict:
+    """Initialize `client` on a fresh workspace folder (`client.root`) and wait for the model.
+
+    `dg/status` notifications are accepted and dropped; returns the final `dg.status`.
+    """
+
+    @client.feature("dg/status")
+    def status(params):
+        pass
+
+    root = tmp_path_factory.mktemp("ws")
+    await client.initialize_session(types.InitializeParams(
+        capabilities=capabilities(), root_uri=root.as_uri(), initialization_options=options))
+    client.root = root
+    return await wait_ready(client, timeout)
+
+
 async def command(client, name: str, *args):
     return await client.workspace_execute_command_async(types.ExecuteCommandParams(name, list(args)))
 

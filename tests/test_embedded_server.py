@@ -13,7 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_helpers import capabilities, open_doc, server_command, server_env, wait_ready
+from lsp_helpers import open_doc, open_session, server_command, server_env
 
 CORRECT_LINES = [
     ("def add(a, b):\n    return a + b\n", "return a + b"),
@@ -26,15 +26,8 @@ CORRECT_LINES = [
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=server_command(), server_env=server_env()), scope="module")
 async def client(lsp_client: LanguageClient, tmp_path_factory):
-    @lsp_client.feature("dg/status")
-    def status(params):
-        pass
-
-    root = tmp_path_factory.mktemp("ws")
     # No model option: the server loads the shipped model, as a fresh install does.
-    await lsp_client.initialize_session(types.InitializeParams(capabilities=capabilities(), root_uri=root.as_uri()))
-    lsp_client.root = root
-    status = await wait_ready(lsp_client, timeout=120)
+    status = await open_session(lsp_client, tmp_path_factory, timeout=120)
     assert status["state"] == "ready" and status["model"] == "embedded", status
     yield
     await lsp_client.shutdown_session()

@@ -15,7 +15,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_helpers import capabilities, command, open_doc, position_of, server_command, server_env, wait_ready
+from lsp_helpers import command, open_doc, open_session, position_of, server_command, server_env
 from remote_fixtures import FakeServer, load
 from test_remote import free_port
 
@@ -26,19 +26,10 @@ RECORDED_TEXT = "".join(c["text"] for ev in RECORDED[-1]["events"] for c in ev["
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=server_command(), server_env=server_env()), scope="module")
 async def client(lsp_client: LanguageClient, tmp_path_factory):
-    @lsp_client.feature("dg/status")
-    def status(params):
-        pass
-
     with FakeServer(RECORDED) as fake:
         lsp_client.fake = fake
-        root = tmp_path_factory.mktemp("ws")
-        await lsp_client.initialize_session(types.InitializeParams(
-            capabilities=capabilities(), root_uri=root.as_uri(),
-            initialization_options={"engine": "remote", "baseUrl": fake.url, "retries": 0, "syntaxRepair": False,
-                                    "crossFileContext": False}))
-        lsp_client.root = root
-        assert (await wait_ready(lsp_client))["state"] == "ready"
+        options = {"engine": "remote", "baseUrl": fake.url, "retries": 0, "syntaxRepair": False, "crossFileContext": False}
+        assert (await open_session(lsp_client, tmp_path_factory, options))["state"] == "ready"
         yield
         await lsp_client.shutdown_session()
 

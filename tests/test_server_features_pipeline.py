@@ -11,23 +11,15 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_helpers import capabilities, command, open_doc, position_of, server_command, server_env, tiny_model_dir, wait_ready
+from lsp_helpers import command, open_doc, open_session, position_of, server_command, server_env, tiny_model_dir
 
 MAX_STEPS = 4
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=server_command(), server_env=server_env()), scope="module")
 async def client(lsp_client: LanguageClient, tmp_path_factory):
-    @lsp_client.feature("dg/status")
-    def status(params):
-        pass
-
-    root = tmp_path_factory.mktemp("ws")
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(), root_uri=root.as_uri(),
-        initialization_options={"model": str(tiny_model_dir()), "maxSteps": MAX_STEPS}))
-    lsp_client.root = root
-    assert (await wait_ready(lsp_client))["state"] == "ready"
+    status = await open_session(lsp_client, tmp_path_factory, {"model": str(tiny_model_dir()), "maxSteps": MAX_STEPS})
+    assert status["state"] == "ready"
     yield
     await lsp_client.shutdown_session()
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 
 import pytest
@@ -22,7 +21,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from dg_engine import Cancelled, EngineConfig, FillRequest
 from dg_engine.remote import RemoteEngine
 from dg_engine.remote_http import RemoteResponseError
-from lsp_helpers import capabilities, command, open_doc, position_of, server_command, server_env, wait_ready
+from lsp_helpers import command, open_doc, open_session, position_of, server_command, server_env
 from remote_fixtures import Recorder
 
 URL = os.environ.get("DG_VLLM_URL", "http://127.0.0.1:8765/v1")
@@ -143,16 +142,8 @@ async def client(lsp_client: LanguageClient, tmp_path_factory):
         lsp_client.applied.append(params)
         return types.ApplyWorkspaceEditResult(applied=True)
 
-    @lsp_client.feature("dg/status")
-    def status(params):
-        pass
-
-    root = tmp_path_factory.mktemp("ws")
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(), root_uri=root.as_uri(),
-        initialization_options={"engine": "remote", "baseUrl": URL, "timeout": 120, "syntaxRepair": False}))
-    lsp_client.root = root
-    assert (await wait_ready(lsp_client))["state"] == "ready"
+    options = {"engine": "remote", "baseUrl": URL, "timeout": 120, "syntaxRepair": False}
+    assert (await open_session(lsp_client, tmp_path_factory, options))["state"] == "ready"
     yield
     await lsp_client.shutdown_session()
 
