@@ -79,9 +79,12 @@ def test_infill_requests_match_the_recording_and_answers_parse():
     assert len(best.confidences) == len(best.token_ids) and all(0 < p <= 1 for p in best.confidences)
     assert [best.text[a:b] for a, b in best.token_offsets] and best.token_offsets[-1][1] <= len(best.text)
     assert result.prompt_tokens > 0 and len(best.canvas) == 32
-    # Three canvases stream as three events: three drafts, each extending the last.
-    assert len(drafts) == 3 and all(b.startswith(a) for a, b in zip(drafts, drafts[1:]))
-    assert multi.candidates[0].text == drafts[-1] and not multi.candidates[0].finished
+    # Each canvas streams as one event and becomes one draft extending the last; the model may end
+    # the middle before the third canvas, and then the candidate is finished.
+    canvases = len(events[1]["events"])
+    assert 1 <= canvases <= 3 and len(drafts) == canvases
+    assert all(b.startswith(a) for a, b in zip(drafts, drafts[1:]))
+    assert multi.candidates[0].text == drafts[-1] and multi.candidates[0].finished == (canvases < 3)
     assert sorted(c.length for c in lengths.candidates) == [8, 8, 16, 16]
 
 
