@@ -35,3 +35,21 @@ def test_rounding_never_yields_an_index_past_the_vocabulary():
     sharp = torch.softmax(logits * 50, dim=-1)
     agree = (sample_tokens(sharp) == sharp.argmax(-1)).float().mean()
     assert agree > 0.95
+
+
+def test_floored_logits_keep_probabilities_entropy_and_argmax():
+    from dg_engine.denoise import LOGIT_FLOOR, floor_logits
+
+    torch.manual_seed(3)
+    # A temperature of 0.05 turns ordinary logits into values thousands of nats apart.
+    logits = torch.randn(2, 16, 4096) * 4 / 0.05
+    floored = floor_logits(logits)
+    assert float((floored.amax(-1) - floored.amin(-1)).max()) <= LOGIT_FLOOR + 1e-3
+    assert torch.equal(floored.argmax(-1), logits.argmax(-1))
+    assert torch.allclose(torch.softmax(floored, -1), torch.softmax(logits, -1), atol=1e-30)
+    before = torch.distributions.Categorical(logits=logits).entropy()
+    after = torch.distributions.Categorical(logits=floored).entropy()
+    assert torch.allclose(before, after, atol=1e-6)
+    # Logits within the floor of the best token are left exactly as they were.
+    near = logits >= logits.amax(-1, keepdim=True) - LOGIT_FLOOR
+    assert torch.equal(floored[near], logits[near])
