@@ -148,14 +148,18 @@ def table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.features", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--model", default=None)
     parser.add_argument("--cases", type=int, default=40, help="held-out holes per kind")
     parser.add_argument("--humaneval", type=int, default=30, help="HumanEval cases per set")
     parser.add_argument("--only", default="", help="comma-separated subset; the rest is kept from the last full run")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None):
+    args = parse_args(argv)
     count, he = (2, 1) if args.quick else (args.cases, args.humaneval)
     model = resolve_model(args.model, args.quick)
     engine = load_engine(EngineConfig(model=model))

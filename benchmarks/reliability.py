@@ -207,20 +207,26 @@ def soak_run(root: Path, total: int, cancels: int, warmup: int, trim: bool) -> d
         server.close()
 
 
+# Runs per check at each size: (cancellations, fuzz sessions, exit runs, soak operations, soak cancels).
+PLANS = {
+    size: dict(zip(("cancel_runs", "fuzz_sessions", "exit_runs", "soak_operations", "soak_cancels"), runs))
+    for size, runs in {"quick": (5, 40, 1, 300, 30), "standard": (10, 100, 1, 400, 40), "full": (30, 400, 3, 1000, 100)}.items()
+}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.reliability", description=__doc__.splitlines()[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer runs, for a smoke test")
+    size.add_argument("--standard", action="store_true", help="the sizes `make bench` uses (about a third of the runs)")
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer runs, for a smoke test")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     quick = args.quick
-    plan = {
-        "cancel_runs": 5 if quick else 30,
-        "fuzz_sessions": 40 if quick else 400,
-        "fuzz_session_inputs": 25,
-        "exit_runs": 1 if quick else 3,
-        "soak_operations": 300 if quick else 1000,
-        "soak_cancels": 30 if quick else 100,
-        "soak_warmup_requests": 100,
-    }
+    plan = {**PLANS["quick" if quick else "standard" if args.standard else "full"],
+            "fuzz_session_inputs": 25, "soak_warmup_requests": 100}
     root = Path(tempfile.mkdtemp(prefix="dg-lsp-reliability-"))
     results = {}
     started = time.perf_counter()

@@ -135,3 +135,19 @@ def test_run_and_summary(tmp_path):
     text = path.read_text()
     assert "| kv_reuse |" in text and "target" in text
     assert (tmp_path / "kv_reuse.png").stat().st_size > 1000
+
+
+def test_every_size_make_bench_uses_is_an_option_of_its_benchmark():
+    """`make bench` passes STANDARD's options; a renamed option would only fail at bench time."""
+    import importlib
+
+    from benchmarks import run
+
+    assert run.sizes("typing", quick=True, full=False) == ["--quick"]
+    assert run.sizes("typing", quick=False, full=True) == []
+    for name, argv in run.STANDARD.items():
+        assert name in run.OWN + run.OTHERS
+        assert run.sizes(name, quick=False, full=False) == argv
+        module = importlib.import_module(f"benchmarks.{name}")
+        args = module.parse_args(argv)  # argparse exits on an unknown option
+        assert not getattr(args, "quick", False)
