@@ -56,7 +56,7 @@ def run_ar(ar_engine, span, budget: int):
     ids, passes, timings = ar_generate(ar_engine.model, prompt, budget, set(ar_engine.format.stop_ids))
     wall = (time.perf_counter() - started) * 1000
     text = ar_engine.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-    return wall, text, passes, len(ids)
+    return wall, text, passes, len(ids), timings
 
 
 def ar_source(args) -> tuple[str | None, str]:
@@ -78,26 +78,36 @@ def measure_length(engine, ar_engine, length: int, cases: int, repeats: int) -> 
     rows = []
     for span in spans:
         row = {"module": span.module, "gold_chars": len(span.middle)}
-        walls = []
+        walls, step_ms = [], []
         for _ in range(repeats):
             wall, text, steps, tpf, result, produced = run_diffusion(engine, span, canvases)
             walls.append(wall)
+            step_ms.append(result.denoise_ms / max(1, steps))
         first, whole = matches(text, span.middle)
         row["diffusion"] = {"wall_ms": round(statistics.median(walls), 2), "walls_ms": [round(w, 2) for w in walls],
                             "prefill_ms": round(result.prefill_ms, 2), "steps": steps, "tokens_per_forward": round(tpf, 3),
                             "canvases": result.canvases, "tokens": produced, "first_line_match": first, "exact_match": whole,
-                            "prompt_tokens": result.prompt_tokens}
+                            "prompt_tokens": result.prompt_tokens, "ms_per_step": round(statistics.median(step_ms), 3)}
         if ar_engine is not None:
-            walls = []
+            walls, step_ms, prefill_ms = [], [], []
             for _ in range(repeats):
-                wall, ar_text, passes, produced = run_ar(ar_engine, span, budget)
+                wall, ar_text, passes, produced, timings = run_ar(ar_engine, span, budget)
                 walls.append(wall)
+                step_ms += timings.step_ms
+                prefill_ms.append(timings.prefill_ms)
             first, whole = matches(ar_text, span.middle)
             row["ar"] = {"wall_ms": round(statistics.median(walls), 2), "walls_ms": [round(w, 2) for w in walls],
-                         "forward_passes": passes, "tokens": produced, "first_line_match": first, "exact_match": whole}
+                         "forward_passes": passes, "tokens": produced, "first_line_match": first, "exact_match": whole,
+                         "prefill_ms": round(statistics.median(prefill_ms), 2),
+                         "ms_per_step": round(statistics.median(step_ms), 3) if step_ms else None}
             row["speedup"] = round(row["ar"]["wall_ms"] / max(1e-6, row["diffusion"]["wall_ms"]), 3)
         rows.append(row)
-    return summarize(length, canvases, budget, rows, ar_engine is not None)
+    out = summarize(length, canvases, budget, rows, ar_engine is not None)
+    if "profile" in out:
+        # Decode only, per token: every canvas filled in max_steps steps, against one AR step a token.
+        p = out["profile"]
+        p["full_canvas_speedup_ceiling"] = round(canvas / engine.defaults.max_steps / max(1e-6, p["step_cost_ratio"]), 3)
+    return out
 
 
 def summarize(length, canvases, budget, rows, with_ar: bool) -> dict:
@@ -131,11 +141,62 @@ def summarize(length, canvases, budget, rows, with_ar: bool) -> dict:
         # A model that stops early is fast for the wrong reason; this ratio is per token written.
         out["speedup_per_token"] = round(out["ar"]["ms_per_token"] / max(1e-6, out["diffusion"]["ms_per_token"]), 3)
         out["speedup_per_case_median"] = round(statistics.median(r["speedup"] for r in rows), 3) if rows else 0.0
+        out["profile"] = profile(rows, canvases, budget)
     return out
+
+
+def profile(rows, canvases: int, budget: int) -> dict:
+    """Where the time goes, and the speedup a model that used its whole canvas would reach.
+
+    A denoising step runs the decoder over the whole canvas with self-conditioning, an AR step over
+    one token, so a step costs more; diffusion wins only by taking fewer steps per token written.
+    """
+    d_step = statistics.median(r["diffusion"]["ms_per_step"] for r in rows)
+    a_steps = [r["ar"]["ms_per_step"] for r in rows if r["ar"]["ms_per_step"] is not None]
+    a_step = statistics.median(a_steps) if a_steps else 0.0
+    d_prefill = statistics.median(r["diffusion"]["prefill_ms"] for r in rows)
+    d_wall = statistics.median(r["diffusion"]["wall_ms"] for r in rows)
+    ratio = d_step / max(1e-6, a_step)
+    canvas = budget // max(1, canvases)
+    return {
+        "diffusion_ms_per_step": round(d_step, 3), "ar_ms_per_step": round(a_step, 3),
+        "step_cost_ratio": round(ratio, 3),
+        "diffusion_prefill_ms": round(d_prefill, 2), "ar_prefill_ms": round(statistics.median(r["ar"]["prefill_ms"] for r in rows), 2),
+        "diffusion_prefill_share": round(d_prefill / max(1e-6, d_wall), 3),
+        "steps_per_canvas_mean": round(statistics.mean(r["diffusion"]["steps"] / r["diffusion"]["canvases"] for r in rows), 2),
+        "canvas_length": canvas,
+    }
 
 
 def _per_token(rows, key: str) -> float:
     return round(sum(r[key]["wall_ms"] for r in rows) / max(1, sum(r[key]["tokens"] for r in rows)), 3)
+
+
+def forward_scaling(engine, span, widths=(1, 8, 32, 64), repeats: int = 15) -> dict:
+    """Median ms of one decoder forward over canvases of each width, with and without self-conditioning.
+
+    On a CPU a model this small is compute-bound past a few positions: the time of a forward grows
+    with the canvas, so a denoising step over 32 positions costs several AR steps of one token.
+    """
+    from dg_engine.kvcache import fork
+
+    prompt = engine.format.infill_ids(span.prefix, span.suffix)
+    cache = engine.prefix_cache.prefill(prompt, reuse=False).cache
+    out = {}
+    with torch.inference_mode():
+        for width in widths:
+            canvas = torch.randint(0, engine.vocab_size, (1, width), device=engine.device)  # [1, W]
+            forked = fork(cache, 1)
+            logits = engine._decode(canvas, None, forked)  # [1, W, V]
+            for key, sc in (("plain", None), ("self_conditioned", logits)):
+                walls = []
+                for _ in range(repeats):
+                    started = time.perf_counter()
+                    engine._decode(canvas, sc, forked)
+                    walls.append((time.perf_counter() - started) * 1000)
+                out.setdefault(key, {})[str(width)] = round(statistics.median(walls), 3)
+    out["prompt_tokens"] = len(prompt)
+    return out
 
 
 def parse_args(argv):
@@ -167,6 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
         run_ar(ar_engine, warm, 8)
     load_before = os.getloadavg()
     results = [measure_length(engine, ar_engine, n, cases, repeats) for n in lengths]
+    scaling = forward_scaling(engine, token_spans(engine.tokenizer, 64, 1, seed=98)[0], repeats=3 if args.quick else 15)
     load_after = os.getloadavg()
     at = next((r for r in results if r["length"] == TARGETS["length"]), None)
     met = {}
@@ -189,6 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
         "targets": TARGETS,
         "target_met": met,
         "lengths": results,
+        "forward_ms_by_canvas_width": scaling,
     }
     path = common.write("decode", payload, quick=args.quick)
     torch.set_num_threads(previous_threads)

@@ -82,6 +82,17 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
                 rows.append(("decode", f"exact match, {L['length']}-token middles (diffusion / AR)",
                              f"{L['diffusion']['exact_match']:.2f} / {L['ar']['exact_match']:.2f}", "diffusion ≥ AR",
                              met.get("exact_match_not_worse")))
+            if at and "profile" in L:
+                p = L["profile"]
+                rows.append(("decode", f"profile, {L['length']}-token middles: ms per step (diffusion / AR); prefill share",
+                             f"{p['diffusion_ms_per_step']:.1f} / {p['ar_ms_per_step']:.1f} ms ({p['step_cost_ratio']:.1f}×); "
+                             f"{p['diffusion_prefill_share']:.0%} of the diffusion wall", "", None))
+                rows.append(("decode", "speedup ceiling if every canvas were written in full in max steps",
+                             f"{p['full_canvas_speedup_ceiling']:.2f}× (canvas {p['canvas_length']})", "", None))
+        scaling = d.get("forward_ms_by_canvas_width", {}).get("self_conditioned")
+        if scaling:
+            rows.append(("decode", "one decoder forward by canvas width (self-conditioned)",
+                         " / ".join(f"{w}: {ms:.1f}" for w, ms in scaling.items()) + " ms", "", None))
         if not d.get("ar_available"):
             rows.append(("decode", "AR baseline", d.get("ar_note", "missing"), "", None))
     if "kv_reuse" in r:

@@ -63,6 +63,12 @@ def test_decode_quick():
         assert d["tokens_per_forward_mean"] > 0 and d["steps_mean"] >= 1
         assert 0 <= d["exact_match"] <= 1 and 0 <= d["first_line_match"] <= 1
         assert length["speedup"] > 0 and length["ar"]["forward_passes_mean"] >= 1
+        profile = length["profile"]
+        assert profile["diffusion_ms_per_step"] > 0 and profile["ar_ms_per_step"] > 0
+        assert 0 < profile["diffusion_prefill_share"] < 1 and profile["full_canvas_speedup_ceiling"] > 0
+    scaling = data["forward_ms_by_canvas_width"]
+    assert set(scaling["plain"]) == set(scaling["self_conditioned"]) == {"1", "8", "32", "64"}
+    assert all(ms > 0 for ms in scaling["plain"].values())
 
 
 def test_decode_without_ar_model_skips_the_column(tmp_path, monkeypatch):
