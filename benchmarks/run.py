@@ -4,8 +4,10 @@
 `make bench` runs every benchmark at the smaller sizes of `STANDARD` (a few minutes on two cores);
 `--full` runs each benchmark's own defaults (about half an hour), which is what the published
 tables come from; `--quick` runs each one on a tiny random model in seconds, as `make test` does.
-Each result file records the sizes it was measured at. Each benchmark is a module with `main(argv)`; this runner calls them in turn with the shared
-options (`--quick`, `--model`), keeps going when one fails (and says which at the end, with a
+Each result file records the sizes it was measured at.
+
+Each benchmark is a module with `main(argv)`; this runner calls them in turn with the shared
+options (sizes, `--model`), keeps going when one fails (and says which at the end, with a
 non-zero exit status), and includes the fill-quality and reliability benchmarks when their modules
 exist. `--only typing,decode` runs a subset; the summary still includes every result file present.
 
