@@ -25,21 +25,22 @@ def setup():
     return tok, ExampleSource(files, choose_format(tok), cfg)
 
 
-def _run(tok, src, out, steps, time_limit=None, export=None):
+def _run(tok, src, out, steps, time_limit=None, export=None, **options):
     cfg = TrainConfig(out=str(out), steps=steps, batch_size=2, lr=3e-3, warmup=2, size="tiny",
-                      save_every=2, val_every=3, val_batches=1, log_every=1, time_limit_min=time_limit)
+                      save_every=2, val_every=3, val_batches=1, log_every=1, time_limit_min=time_limit, **options)
     model = build_model("tiny", len(tok), seed=cfg.seed)
     state = train(model, tok, src, src, cfg, "cpu", export, progress=False)
     return model, state
 
 
-def test_resume_gives_identical_weights(setup, tmp_path):
+@pytest.mark.parametrize("options", [{}, {"canvas_draws": 2, "bf16": True}], ids=["plain", "draws-bf16"])
+def test_resume_gives_identical_weights(setup, tmp_path, options):
     tok, src = setup
-    straight, _ = _run(tok, src, tmp_path / "a", steps=6)
+    straight, _ = _run(tok, src, tmp_path / "a", steps=6, **options)
     # Stop after the first step (time limit reached immediately), then resume to the end.
-    _, first = _run(tok, src, tmp_path / "b", steps=6, time_limit=1e-9)
+    _, first = _run(tok, src, tmp_path / "b", steps=6, time_limit=1e-9, **options)
     assert first["step"] == 1
-    resumed, state = _run(tok, src, tmp_path / "b", steps=6)
+    resumed, state = _run(tok, src, tmp_path / "b", steps=6, **options)
     assert state["step"] == 6
     for (name, a), (_, b) in zip(straight.named_parameters(), resumed.named_parameters()):
         assert torch.equal(a, b), name
@@ -59,6 +60,14 @@ def test_same_seed_same_weights(setup, tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
 
 
+def test_canvas_draws_and_bf16_change_the_training(setup, tmp_path):
+    tok, src = setup
+    plain, _ = _run(tok, src, tmp_path / "a", steps=2)
+    for name, options in (("draws", {"canvas_draws": 3}), ("bf16", {"bf16": True})):
+        other, _ = _run(tok, src, tmp_path / name, steps=2, **options)
+        assert any(not torch.equal(x, y) for x, y in zip(plain.parameters(), other.parameters())), name
+
+
 def test_export_is_a_loadable_model_directory(setup, tmp_path):
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
@@ -74,3 +83,13 @@ def test_export_is_a_loadable_model_directory(setup, tmp_path):
     for (name, a), (_, b) in zip(model.named_parameters(), loaded.named_parameters()):
         assert torch.equal(a, b), name
     assert loaded.config.text_config.layer_types == ["full_attention"] * loaded.config.text_config.num_hidden_layers
+
+
+def test_training_options_from_the_command_line():
+    from dg_engine.train.__main__ import parse_args
+
+    args = parse_args(["--out", "x", "--canvas-draws", "4", "--bf16"])
+    assert (args.canvas_draws, args.bf16) == (4, True)
+    assert (parse_args(["--out", "x"]).canvas_draws, parse_args(["--out", "x"]).bf16) == (1, False)
+    with pytest.raises(SystemExit):
+        parse_args(["--out", "x", "--canvas-draws", "0"])

@@ -18,6 +18,7 @@ from dg_engine.train.objective import (
     decode_canvas,
     diffusion_loss,
     encode_prompt,
+    noise_levels,
 )
 from dg_engine.train.tokenizer import train_tokenizer
 
@@ -84,3 +85,35 @@ def test_loss_finite_and_decreases_when_overfitting(setup, objective):
         optimizer.step()
         losses.append(parts.total.item())
     assert sum(losses[-3:]) / 3 < 0.8 * sum(losses[:3]) / 3, losses
+
+
+def test_noise_levels_stratified_per_example():
+    draws, groups = 4, 50
+    levels = noise_levels(draws * groups, draws, torch.Generator().manual_seed(0)).view(groups, draws)  # [G, k]
+    strata = (levels * draws).floor().long()
+    # Every example gets exactly one level in each quarter of [0, 1), in order.
+    assert torch.equal(strata, torch.arange(draws).expand(groups, draws))
+    # One draw keeps plain independent uniforms, so runs without draws resume bit-exactly.
+    torch.testing.assert_close(noise_levels(6, 1, torch.Generator().manual_seed(3)),
+                               torch.rand(6, 1, generator=torch.Generator().manual_seed(3)))
+
+
+def test_canvas_draws_restore_copies_against_one_prompt_pass(setup):
+    src, fmt, vocab = setup
+    model = build_model("tiny", vocab, seed=0).eval()
+    examples = src.batch_examples(seed=2, step=0, batch_size=3)
+    batch = collate(examples, fmt.specials.pad)
+    pad, end = fmt.specials.pad, fmt.specials.end_of_middle
+    with torch.no_grad():
+        # The repeated batch lines up with the repeated cache: each copy decodes as its original.
+        _, cache = encode_prompt(model, batch)
+        once = decode_canvas(model, cache, batch, batch.canvas)  # [B, C, V]
+        cache.batch_repeat_interleave(2)
+        twice = decode_canvas(model, cache, batch.repeat(2), batch.repeat(2).canvas)  # [2B, C, V]
+        torch.testing.assert_close(twice[0::2], once, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(twice[1::2], once, atol=1e-5, rtol=1e-5)
+        one = diffusion_loss(model, batch, end, torch.Generator().manual_seed(0), ObjectiveConfig())
+        four = diffusion_loss(model, batch, end, torch.Generator().manual_seed(0), ObjectiveConfig(canvas_draws=4))
+    # The prompt loss is over the prompts once, whatever the number of canvas draws.
+    torch.testing.assert_close(four.aux, one.aux)
+    assert torch.isfinite(four.main) and not torch.equal(four.main, one.main)

@@ -37,13 +37,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--objective", choices=("diffusion", "ar"), default="diffusion")
     p.add_argument("--size", choices=("tiny", "small", "large"), default="small")
     p.add_argument("--max-prompt-tokens", type=int, default=768)
+    p.add_argument("--canvas-draws", type=int, default=1,
+                   help="noisy copies of each canvas per prompt, at stratified noise levels (diffusion only)")
+    p.add_argument("--bf16", action="store_true", help="bf16 autocast (weights and optimizer stay fp32)")
     p.add_argument("--export", default=None, help="write a model directory here when training ends")
     p.add_argument("--time-limit", type=float, default=None, help="minutes of training (this invocation included)")
     p.add_argument("--save-every", type=int, default=250)
     p.add_argument("--val-every", type=int, default=250)
     p.add_argument("--corpus-limit", type=int, default=None, help="use only the first N files (smoke tests)")
     p.add_argument("--no-progress", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.canvas_draws < 1:
+        p.error("--canvas-draws must be at least 1")
+    return args
 
 
 def resolve_device(name: str) -> str:
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = TrainConfig(
         out=args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
         seed=args.seed, objective=args.objective, size=args.size, time_limit_min=args.time_limit,
-        save_every=args.save_every, val_every=args.val_every,
+        save_every=args.save_every, val_every=args.val_every, canvas_draws=args.canvas_draws, bf16=args.bf16,
     )
     state = train(model, tokenizer, train_source, val_source, cfg, device, args.export, not args.no_progress)
     print(f"stopped at step {state['step']} after {state['elapsed_s']:.0f} s", flush=True)

@@ -30,6 +30,7 @@ class ObjectiveConfig:
     pad_weight: float = 0.1
     self_conditioning_prob: float = 0.5
     aux_weight: float = 0.5
+    canvas_draws: int = 1
 
 
 @dataclass
@@ -42,9 +43,15 @@ class Batch:
     canvas: torch.Tensor  # [B, C]
     prompt_lengths: torch.Tensor  # [B]
 
+    def _tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.input_ids, self.attention_mask, self.position_ids, self.canvas, self.prompt_lengths)
+
     def to(self, device: torch.device | str) -> "Batch":
-        tensors = (self.input_ids, self.attention_mask, self.position_ids, self.canvas, self.prompt_lengths)
-        return Batch(*(t.to(device) for t in tensors))
+        return Batch(*(t.to(device) for t in self._tensors()))
+
+    def repeat(self, k: int) -> "Batch":
+        """Each row `k` times in a row, the layout of `DynamicCache.batch_repeat_interleave(k)`."""
+        return Batch(*(t.repeat_interleave(k, dim=0) for t in self._tensors()))
 
     @property
     def num_tokens(self) -> int:
@@ -117,10 +124,26 @@ def canvas_weights(canvas: torch.Tensor, end_id: int, pad_weight: float) -> torc
     return torch.where(after_end, pad, torch.ones_like(pad))  # [B, C]
 
 
-def corrupt(canvas: torch.Tensor, vocab_size: int, min_noise: float, generator: torch.Generator) -> torch.Tensor:
+def noise_levels(rows: int, draws: int, generator: torch.Generator) -> torch.Tensor:
+    """A noise level in [0, 1) per row; rows come in groups of `draws` copies of one example.
+
+    With one draw per example the levels are independent uniforms. With several, each group gets
+    one level from each of `draws` equal strata, so every example is seen at low, middle and high
+    noise in the same step, the variance of the loss drops, and the full-noise canvases that start
+    every fill at inference are never missing from a batch.
+    """
+    if draws == 1:
+        return torch.rand(rows, 1, generator=generator)  # [B, 1]
+    groups = rows // draws
+    strata = torch.arange(draws, dtype=torch.float).repeat(groups)  # [B]
+    return ((strata + torch.rand(rows, generator=generator)) / draws)[:, None]  # [B, 1]
+
+
+def corrupt(canvas: torch.Tensor, vocab_size: int, min_noise: float, generator: torch.Generator,
+            draws: int = 1) -> torch.Tensor:
     """Uniform-state noise: each position is replaced by a uniformly random token with prob. t."""
     b, c = canvas.shape
-    t = min_noise + (1 - min_noise) * torch.rand(b, 1, generator=generator)  # [B, 1]
+    t = min_noise + (1 - min_noise) * noise_levels(b, draws, generator)  # [B, 1]
     replace = torch.rand(b, c, generator=generator) < t  # [B, C]
     noise = torch.randint(0, vocab_size, (b, c), generator=generator)
     return torch.where(replace.to(canvas.device), noise.to(canvas.device), canvas)
@@ -150,10 +173,18 @@ def diffusion_loss(model, batch: Batch, end_id: int, generator: torch.Generator,
     keeps a small weight because the sampler still has to settle those positions to padding.
     Self-conditioning is trained on a random half of the examples with a first, gradient-free pass,
     matching inference where every pass after the first sees the previous pass's logits.
+
+    With `canvas_draws` k > 1, each prompt's canvas is corrupted k times at stratified noise levels
+    and all k are restored against the one encoder pass: the prompt costs most of a step, so this
+    buys k times the canvas signal for the price of the small decoder passes.
     """
     vocab = model.config.text_config.vocab_size
     hidden, cache = encode_prompt(model, batch)
-    noisy = corrupt(batch.canvas, vocab, cfg.min_noise, generator)  # [B, C]
+    prompt_batch = batch
+    if cfg.canvas_draws > 1:
+        cache.batch_repeat_interleave(cfg.canvas_draws)
+        batch = batch.repeat(cfg.canvas_draws)
+    noisy = corrupt(batch.canvas, vocab, cfg.min_noise, generator, cfg.canvas_draws)  # [B*k, C]
     sc_mask = (torch.rand(batch.canvas.shape[0], generator=generator) < cfg.self_conditioning_prob).to(noisy.device)
     sc_logits = None
     if bool(sc_mask.any()):
@@ -163,7 +194,7 @@ def diffusion_loss(model, batch: Batch, end_id: int, generator: torch.Generator,
     weights = canvas_weights(batch.canvas, end_id, cfg.pad_weight)  # [B, C]
     ce = F.cross_entropy(logits.transpose(1, 2), batch.canvas, reduction="none")  # [B, C]
     main = (ce * weights).sum() / weights.sum()
-    aux = prompt_next_token_loss(model, hidden, batch)
+    aux = prompt_next_token_loss(model, hidden, prompt_batch)
     return LossParts(main + cfg.aux_weight * aux, main, aux)
 
 
