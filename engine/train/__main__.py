@@ -10,6 +10,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -39,6 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-prompt-tokens", type=int, default=768)
     p.add_argument("--canvas-draws", type=int, default=1,
                    help="noisy copies of each canvas per prompt, at stratified noise levels (diffusion only)")
+    p.add_argument("--rename-prob", type=float, default=0.0,
+                   help="share of training examples whose identifiers are renamed consistently (0-1)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (weights and optimizer stay fp32)")
     p.add_argument("--export", default=None, help="write a model directory here when training ends")
     p.add_argument("--time-limit", type=float, default=None, help="minutes of training (this invocation included)")
@@ -49,6 +52,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.canvas_draws < 1:
         p.error("--canvas-draws must be at least 1")
+    if not 0.0 <= args.rename_prob <= 1.0:
+        p.error("--rename-prob must be between 0 and 1")
     return args
 
 
@@ -69,9 +74,10 @@ def main(argv: list[str] | None = None) -> None:
         save_tokenizer(train_tokenizer(f.text for f in train_files), tok_dir)
     tokenizer = load_tokenizer(tok_dir)
     fmt = FimFormat(tokenizer, special_tokens(tokenizer))
-    examples = ExampleConfig(max_prompt_tokens=args.max_prompt_tokens)
+    examples = ExampleConfig(max_prompt_tokens=args.max_prompt_tokens, rename_prob=args.rename_prob)
     train_source = ExampleSource(train_files, fmt, examples)
-    val_source = ExampleSource(val_files, fmt, examples) if val_files else None
+    # Validation always reads the held-out code as written.
+    val_source = ExampleSource(val_files, fmt, replace(examples, rename_prob=0.0)) if val_files else None
     model = build_model(args.size, len(tokenizer), args.seed)
     print(f"{args.size} model: {count_parameters(model):,} parameters, {len(train_files)} training files, "
           f"{len(val_files)} held-out files, device {device}", flush=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from ..prompt import FimFormat, encode
+from .augment import name_pool, rename
 from .corpus import SourceFile
 
 KINDS = ("rest_of_line", "whole_line", "multi_line", "block_body", "empty", "random_span", "continuation")
@@ -32,6 +33,8 @@ class ExampleConfig:
     middle_so_far_prob: float = 0.15
     chunk_prob: float = 0.1
     max_chunk_lines: int = 16
+    # The share of examples whose identifiers are renamed consistently (see augment.py).
+    rename_prob: float = 0.0
 
 
 @dataclass
@@ -83,6 +86,7 @@ class ExampleSource:
         self.files = [f for f in (_index(s, fmt.tokenizer) for s in files) if len(f.lines) >= 3]
         if not self.files:
             raise ValueError("no usable corpus files")
+        self.names = name_pool(f.text for f in self.files) if config.rename_prob > 0 else []
 
     # Hole pickers: each returns the (start, end) character offsets of the middle, or None.
 
@@ -193,6 +197,9 @@ class ExampleSource:
         if kind == "continuation":
             suffix = ""
         middle = f.text[a:b]
+        # Drawn only when renaming is on, so runs without it see exactly the batches they always did.
+        if cfg.rename_prob > 0 and rng.random() < cfg.rename_prob:
+            prefix, middle, suffix = rename([prefix, middle, suffix], self.names, rng)
         so_far = self._split_middle(middle, rng)
         rest = middle[len(so_far) :]
         prompt = self.fmt.infill_ids(prefix, suffix, chunks, so_far)
