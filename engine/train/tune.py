@@ -57,20 +57,25 @@ def score(engine, cases, **sampling) -> dict:
         hits += best.text.strip() == case.middle.strip()
         similarity += difflib.SequenceMatcher(None, best.text.strip(), case.middle.strip(), autojunk=False).ratio()
         steps += best.steps
-    return {"exact_match": hits / len(cases), "edit_similarity": round(similarity / len(cases), 4),
+    return {"exact_match": hits / len(cases), "cases": len(cases), "edit_similarity": round(similarity / len(cases), 4),
             "mean_steps": steps / len(cases),
             "ms_per_case": (time.perf_counter() - started) * 1000 / len(cases), **sampling}
 
 
 # Edit similarities closer than this on a few dozen holes are noise, not a better setting.
 SIMILARITY_TIE = 0.005
+# So is one exact match more or less: a weak model's single lucky hole once chose a hot
+# temperature that then rewrote correct code it was seeded with.
+EXACT_TIE_CASES = 1
 
 
 def choose(results: list[dict]) -> dict:
-    """The best exact match; among settings tied on it and within SIMILARITY_TIE of the best edit
-    similarity, the one with the fewest steps (the fastest that is not measurably worse)."""
+    """The best exact match (within EXACT_TIE_CASES holes); among settings tied on it and within
+    SIMILARITY_TIE of the best edit similarity, the one with the fewest steps (the fastest that is
+    not measurably worse)."""
     top_exact = max(r["exact_match"] for r in results)
-    tied = [r for r in results if r["exact_match"] == top_exact]
+    tied = [r for r in results
+            if r["exact_match"] >= top_exact - (EXACT_TIE_CASES / r["cases"] if r.get("cases") else 0.0) - 1e-12]
     top_similarity = max(r["edit_similarity"] for r in tied)
     close = [r for r in tied if r["edit_similarity"] >= top_similarity - SIMILARITY_TIE]
     return min(close, key=lambda r: (r["mean_steps"], -r["edit_similarity"]))
