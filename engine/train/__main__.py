@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="noisy copies of each canvas per prompt, at stratified noise levels (diffusion only)")
     p.add_argument("--rename-prob", type=float, default=0.0,
                    help="share of training examples whose identifiers are renamed consistently (0-1)")
+    p.add_argument("--with-tests", action="store_true",
+                   help="also train on the library's test suites (never those of held-out modules)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (weights and optimizer stay fp32)")
     p.add_argument("--export", default=None, help="write a model directory here when training ends")
     p.add_argument("--time-limit", type=float, default=None, help="minutes of training (this invocation included)")
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    train_files, val_files = split(limit=args.corpus_limit)
+    train_files, val_files = split(limit=args.corpus_limit, with_tests=args.with_tests)
     tok_dir = Path(args.tokenizer)
     if not (tok_dir / "tokenizer.json").exists():
         save_tokenizer(train_tokenizer(f.text for f in train_files), tok_dir)

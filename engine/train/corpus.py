@@ -8,14 +8,18 @@ it has not seen rather than how well it memorised.
 
 from __future__ import annotations
 
+import ast
 import sysconfig
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 MAX_FILE_BYTES = 200_000
 
-# Directory names whose files are tests, an IDE or third-party packages, not library code.
-EXCLUDED_PARTS = frozenset({"test", "tests", "idlelib", "site-packages", "__pycache__"})
+# Directory names whose files are an IDE, third-party packages or build leftovers.
+EXCLUDED_PARTS = frozenset({"idlelib", "site-packages", "__pycache__"})
+# Directory names of the library's own test suites: more code in the same style, optional.
+TEST_PARTS = frozenset({"test", "tests"})
 
 # About 5% of the library's files, picked by hand across packages and styles (parsers, numerics,
 # text, networking, data structures, async, email, encodings, xml). Paths are relative to stdlib.
@@ -70,20 +74,61 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
+def _is_test(relative: Path) -> bool:
+    return any(part in TEST_PARTS for part in relative.parts[:-1])
+
+
 def _is_excluded(relative: Path) -> bool:
     return any(part in EXCLUDED_PARTS for part in relative.parts[:-1])
 
 
-def list_sources(root: Path | None = None) -> list[str]:
-    """Every eligible `.py` file under the root, relative, sorted so that order is deterministic."""
+def list_sources(root: Path | None = None, tests: bool = False) -> list[str]:
+    """Every eligible `.py` file under the root, relative, sorted so that order is deterministic.
+
+    With `tests`, the files of the library's test suites instead of the library itself.
+    """
     root = stdlib_root() if root is None else root
     names = []
     for path in root.rglob("*.py"):
         relative = path.relative_to(root)
-        if _is_excluded(relative) or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+        if _is_excluded(relative) or _is_test(relative) != tests:
+            continue
+        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
             continue
         names.append(relative.as_posix())
     return sorted(names)
+
+
+def _name_tokens(part: str) -> set[str]:
+    """`test_http_cookies.py` -> {"http", "cookies"}; `testmock` -> {"mock"}; `_parser` -> {"parser"}."""
+    stem = part.removesuffix(".py").removeprefix("test_").removeprefix("test")
+    return {t for t in stem.split("_") if t}
+
+
+def held_out_names() -> frozenset[str]:
+    """Every name a held-out path is made of (`json/encoder.py` -> json, encoder)."""
+    return frozenset(t for name in HELD_OUT for part in name.split("/") for t in _name_tokens(part))
+
+
+def usable_test_file(file: "SourceFile", held: frozenset[str]) -> bool:
+    """A test file may be trained on if Python 3.11 parses it and it does not test held-out code.
+
+    The suites keep deliberately broken and Python 2 files as test data; those would teach wrong
+    syntax. The tests of a held-out module (`test/test_fractions.py`, `test/test_email/...`) hold
+    its API calls next to their exact results, which would leak the held-out code into training,
+    so any test whose directory or file name shares a word with a held-out path is left out. This
+    is deliberately broad (`thread` from `concurrent/futures/thread.py` also drops `test_thread.py`).
+    Tests that merely use a held-out module are kept, as library files that use one are.
+    """
+    if any(_name_tokens(part) & held for part in file.name.split("/")):
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(file.text, file.name)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def read_sources(names: list[str], root: Path | None = None) -> list[SourceFile]:
@@ -100,12 +145,25 @@ def read_sources(names: list[str], root: Path | None = None) -> list[SourceFile]
     return files
 
 
-def split(root: Path | None = None, limit: int | None = None) -> tuple[list[SourceFile], list[SourceFile]]:
-    """(train, validation) files; `limit` keeps only the first files of each (for tests)."""
+def split(
+    root: Path | None = None, limit: int | None = None, with_tests: bool = False
+) -> tuple[list[SourceFile], list[SourceFile]]:
+    """(train, validation) files; `limit` keeps only the first files of each (for tests).
+
+    `with_tests` adds the usable files of the library's test suites to the training side; the
+    validation side is always the held-out library modules alone.
+    """
     names = list_sources(root)
     held = set(HELD_OUT)
     train = [n for n in names if n not in held]
     val = [n for n in names if n in held]
     if limit is not None:
         train, val = train[:limit], val[: max(1, limit // 4)]
-    return read_sources(train, root), read_sources(val, root)
+    train_files = read_sources(train, root)
+    if with_tests:
+        tests = list_sources(root, tests=True)
+        if limit is not None:
+            tests = tests[:limit]
+        held_names = held_out_names()
+        train_files += [f for f in read_sources(tests, root) if usable_test_file(f, held_names)]
+    return train_files, read_sources(val, root)
