@@ -93,3 +93,14 @@ def test_training_options_from_the_command_line():
     assert (parse_args(["--out", "x"]).canvas_draws, parse_args(["--out", "x"]).bf16) == (1, False)
     with pytest.raises(SystemExit):
         parse_args(["--out", "x", "--canvas-draws", "0"])
+
+
+def test_corpus_root_must_be_a_311_library(tmp_path, capsys):
+    from dg_engine.train.__main__ import parse_args
+    from dg_engine.train.corpus import stdlib_root
+
+    assert parse_args(["--out", "x", "--corpus-root", str(stdlib_root())]).corpus_root == str(stdlib_root())
+    (tmp_path / "fractions.py").write_text("x = 1\n")
+    with pytest.raises(SystemExit):
+        parse_args(["--out", "x", "--corpus-root", str(tmp_path)])
+    assert "is not a CPython 3.11 Lib/ folder: no textwrap.py" in capsys.readouterr().err

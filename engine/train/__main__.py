@@ -17,7 +17,7 @@ import torch
 
 from ..prompt import FimFormat
 from ..tokens import special_tokens
-from .corpus import split
+from .corpus import HELD_OUT, split
 from .examples import ExampleConfig, ExampleSource
 from .loop import TrainConfig, train
 from .model import build_model, count_parameters
@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="noisy copies of each canvas per prompt, at stratified noise levels (diffusion only)")
     p.add_argument("--rename-prob", type=float, default=0.0,
                    help="share of training examples whose identifiers are renamed consistently (0-1)")
+    p.add_argument("--corpus-root", default=None,
+                   help="a CPython 3.11 Lib/ folder to read instead of this interpreter's library")
     p.add_argument("--with-tests", action="store_true",
                    help="also train on the library's test suites (never those of held-out modules)")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast (weights and optimizer stay fp32)")
@@ -56,6 +58,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--canvas-draws must be at least 1")
     if not 0.0 <= args.rename_prob <= 1.0:
         p.error("--rename-prob must be between 0 and 1")
+    if args.corpus_root:
+        missing = [name for name in HELD_OUT if not (Path(args.corpus_root) / name).is_file()]
+        if missing:
+            p.error(f"--corpus-root {args.corpus_root} is not a CPython 3.11 Lib/ folder: no {missing[0]}")
     return args
 
 
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    train_files, val_files = split(limit=args.corpus_limit, with_tests=args.with_tests)
+    train_files, val_files = split(Path(args.corpus_root) if args.corpus_root else None, args.corpus_limit, args.with_tests)
     tok_dir = Path(args.tokenizer)
     if not (tok_dir / "tokenizer.json").exists():
         save_tokenizer(train_tokenizer(f.text for f in train_files), tok_dir)

@@ -31,12 +31,12 @@ GRID = {
 KINDS = ("rest_of_line", "whole_line", "random_span")
 
 
-def held_out_cases(engine, count: int, seed: int = 0):
+def held_out_cases(engine, count: int, seed: int = 0, root: Path | None = None):
     from ..prompt import FimFormat
     from .corpus import split
     from .examples import ExampleConfig, ExampleSource
 
-    _, held_out = split()
+    _, held_out = split(root)
     config = ExampleConfig(max_prompt_tokens=512, canvas_lengths=(32,), middle_so_far_prob=0.0, chunk_prob=0.0,
                            kind_weights=tuple(1.0 if k in KINDS else 0.0 for k in
                                               ("rest_of_line", "whole_line", "multi_line", "block_body", "empty",
@@ -90,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=60)
     parser.add_argument("--write", action="store_true", help="store the best settings in generation_config.json")
     parser.add_argument("--report", default=None, help="also write all scores to this JSON file")
+    parser.add_argument("--corpus-root", default=None, help="the CPython 3.11 Lib/ the held-out holes come from")
     args = parser.parse_args(argv)
     engine = load_engine(EngineConfig(model=args.model))
-    cases = held_out_cases(engine, args.cases)
+    cases = held_out_cases(engine, args.cases, root=Path(args.corpus_root) if args.corpus_root else None)
     base = engine.defaults
     results = []
     for values in itertools.product(*GRID.values()):
