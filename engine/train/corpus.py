@@ -3,7 +3,8 @@
 The embedded model is trained on code that every developer machine already has, so the corpus
 needs no download. A fixed, explicitly named held-out set of modules never reaches the tokenizer
 or the optimiser; validation loss is measured on it, so it tells us how the model does on code
-it has not seen rather than how well it memorised.
+it has not seen rather than how well it memorised. The library's own test suites can be added to
+the training side (`split(with_tests=True)`), without the tests of the held-out modules.
 """
 
 from __future__ import annotations
