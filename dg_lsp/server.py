@@ -145,16 +145,20 @@ class DgServer(LanguageServer):
             "settings": {"candidates": self.settings.candidates, "contextBudget": self.settings.context_budget,
                          "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts,
                          "syntaxRepair": self.settings.syntax_repair, "repairRounds": self.settings.repair_rounds,
-                         "variableLength": self.settings.variable_length},
+                         "variableLength": self.settings.variable_length,
+                         "inlineValidOnly": self.settings.inline_valid_only},
         }
 
-    def record_fill(self, feature: str, job, fill) -> None:
-        """Latency for dg.status and the status bar; low-confidence spans to show once applied."""
+    def record_fill(self, feature: str, job, fill, hidden: bool = False) -> None:
+        """Latency for dg.status and the status bar; low-confidence spans to show once applied.
+
+        A `hidden` fill was made but not shown (see `features.common.hide_as_invalid`): dg.status
+        says so, and it has no spans to show since it can never be applied."""
         self.host.latencies.record(feature, fill.latency_ms)
         self.last_fill = {"feature": feature, "kind": fill.kind, "steps": fill.steps,
-                          "latencyMs": round(fill.latency_ms, 1), **fill.trace}
+                          "latencyMs": round(fill.latency_ms, 1), **fill.trace, "hidden": hidden}
         self.notify_threadsafe("dg/status", {"state": self.host.state, "message": self.host.message, "lastLatencyMs": round(fill.latency_ms, 1)})
-        if fill.texts and self.settings.confidence_display != "off":
+        if fill.texts and not hidden and self.settings.confidence_display != "off":
             self.confidence.offer(job.snapshot.uri, fill.start, fill.texts[0], fill.low_confidence)
 
     # --- Refining ghost text ----------------------------------------------------------------------

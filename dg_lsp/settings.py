@@ -38,6 +38,7 @@ class Settings:
     languages: tuple[str, ...] = ALL_LANGUAGES
     hole_markers: tuple[str, ...] = ("TODO(dg)",)
     inline_enabled: bool = True
+    inline_valid_only: bool = False
     drafts: bool = False
     confidence_threshold: float = 0.3
     confidence_display: str = "diagnostics"

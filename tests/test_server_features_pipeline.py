@@ -77,6 +77,36 @@ async def test_syntax_repair_renoises_a_fill_that_breaks_the_file(client):
     assert on_passes > off_passes
 
 
+async def test_valid_only_hides_ghost_text_that_would_break_the_file(client):
+    # The same seeded, unrepaired fill as above breaks the file; with inline.validOnly the server
+    # still makes it (dg.status says so) but shows nothing, and shows it again once switched off.
+    text, pos = position_of("def total(xs):\n    return sum(<|>)\n\n\nprint(total([1, 2]))\n", "<|>")
+    uri = (client.root / "valid_only.py").as_uri()
+    open_doc(client, uri, text)
+    params = types.InlineCompletionParams(
+        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Invoked),
+        text_document=types.TextDocumentIdentifier(uri), position=pos)
+
+    configure(client, syntaxRepair=False, inline={"validOnly": True})
+    await settled(client, "inlineValidOnly", True)
+    hidden = await client.text_document_inline_completion_async(params)
+    last = (await command(client, "dg.status"))["lastFill"]
+    assert not hidden.items
+    assert last["hidden"] and last["addsSyntaxErrors"] and last["feature"] == "inline"
+
+    completion = await client.text_document_completion_async(types.CompletionParams(
+        types.TextDocumentIdentifier(uri), pos))
+    assert not completion or not completion.items
+    assert (await command(client, "dg.status"))["lastFill"]["hidden"]
+
+    configure(client, inline={"validOnly": False})
+    await settled(client, "inlineValidOnly", False)
+    shown = await client.text_document_inline_completion_async(params)
+    last = (await command(client, "dg.status"))["lastFill"]
+    assert shown.items and shown.items[0].insert_text and not last["hidden"]
+    assert last["addsSyntaxErrors"]
+
+
 async def test_variable_length_tries_several_canvases_in_one_batch(client):
     text, pos = position_of("def scale(xs, k):\n    <|>\n\n\ndef main():\n    pass\n", "<|>")
     uri = (client.root / "lengths.py").as_uri()

@@ -58,3 +58,14 @@ def compute_joint(server, job: FillJob, token):
     if engine is None:
         return [], None
     return run_joint(engine, job, list(job.holes), token)
+
+
+def hide_as_invalid(server, fill: Fill) -> bool:
+    """Whether an as-you-type suggestion should not be shown because it would break the file.
+
+    With `inline.validOnly`, ghost text and completion-fallback items are shown only when the
+    best fill adds no syntax error. The texts are ranked error-free first, so when the best one
+    adds an error they all do. Commands and code actions are asked for, so they always answer.
+    """
+    return server.settings.inline_valid_only and bool(fill.trace.get("addsSyntaxErrors"))
+

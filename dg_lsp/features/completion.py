@@ -39,6 +39,9 @@ def label(text: str) -> str:
 async def finish(server, job: FillJob, fill: Fill | None):
     if fill is None or not fill.texts:
         return EMPTY
+    if common.hide_as_invalid(server, fill):
+        server.record_fill("completion", job, fill, hidden=True)
+        return EMPTY
     server.record_fill("completion", job, fill)
     text = job.snapshot.text
     line_start = text.rfind("\n", 0, job.start) + 1

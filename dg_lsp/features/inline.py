@@ -66,6 +66,9 @@ def compute(server, job: FillJob, token) -> Fill | None:
 
 
 async def finish(server, job: FillJob, fill: Fill | None):
+    if fill is not None and fill.texts and common.hide_as_invalid(server, fill):
+        server.record_fill("inline", job, fill, hidden=True)
+        fill = None
     server.final_draft(job, fill.texts[0] if fill and fill.texts else "")
     if fill is None or not fill.texts:
         return EMPTY

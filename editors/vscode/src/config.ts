@@ -43,7 +43,7 @@ export interface ServerSettings {
   crossFileContext: boolean;
   languages: string[];
   holeMarkers: string[];
-  inline: { enabled: boolean };
+  inline: { enabled: boolean; validOnly: boolean };
   drafts: boolean;
   confidence: { threshold: number; display: ConfidenceDisplay };
   syntaxRepair: boolean;
@@ -123,7 +123,7 @@ export function serverSettings(): ServerSettings {
     crossFileContext: bool(c.get('crossFileContext'), true),
     languages: languages(),
     holeMarkers: strings(c.get('holeMarkers'), ['TODO(dg)']),
-    inline: { enabled: bool(c.get('inline.enabled'), true) },
+    inline: { enabled: bool(c.get('inline.enabled'), true), validOnly: bool(c.get('inline.validOnly'), false) },
     drafts: draftsEnabled(),
     confidence: {
       threshold: num(c.get('confidence.threshold'), 0.3, 0, 1),

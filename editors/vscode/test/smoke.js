@@ -112,7 +112,7 @@ const EXPECTED_SETTINGS = {
   crossFileContext: true,
   languages: ['python', 'javascript', 'typescript', 'javascriptreact', 'typescriptreact', 'rust', 'go', 'c', 'cpp', 'java', 'markdown'],
   holeMarkers: ['TODO(dg)'],
-  inline: { enabled: true },
+  inline: { enabled: true, validOnly: false },
   drafts: true,
   confidence: { threshold: 0.3, display: 'diagnostics' },
   syntaxRepair: true,
