@@ -3,6 +3,8 @@
 * Syntax-guided re-noising: syntax-valid share and exact match, repair on against off.
 * Variable-length holes: exact match and pass@1, several canvas lengths in one batch against one.
 * Joint multi-hole fill: share of two-hole cases with every hole right, joint against one at a time.
+* Valid-only ghost text (`inline.validOnly`): the share of as-you-type fills still shown, and
+  their exact match, edit similarity and syntax-valid share against those of all fills.
 * Confidence: how well "confidence below the threshold" predicts a wrong token (precision and
   recall of the flagged tokens against the reference middle).
 
@@ -21,7 +23,7 @@ import time
 
 from dg_engine import EngineConfig, load_engine
 from dg_lsp.documents import Snapshot
-from dg_lsp.fill import FillJob, run_fill
+from dg_lsp.fill import Fill, FillJob, run_fill
 from dg_lsp.joint import run_joint
 from dg_lsp.settings import Settings
 
@@ -38,13 +40,32 @@ def settings(**values) -> Settings:
     return Settings().update(values)[0]
 
 
-def fills(engine, cases, mode: str, config: Settings) -> list[str]:
+def fill_results(engine, cases, mode: str, config: Settings) -> list[Fill]:
     out = []
     for i, case in enumerate(cases):
         snap = Snapshot(f"file:///bench/{case.id}.py", 1, "python", case.text)
         job = FillJob(snap, case.offset, case.offset, mode, config, max_canvases=config.max_canvases, seed=i)
-        result = run_fill(engine, job, None)
-        out.append(result.texts[0] if result.texts else "")
+        out.append(run_fill(engine, job, None))
+    return out
+
+
+def fills(engine, cases, mode: str, config: Settings) -> list[str]:
+    return [r.texts[0] if r.texts else "" for r in fill_results(engine, cases, mode, config)]
+
+
+def valid_only(engine, sets: dict, config: Settings) -> dict:
+    """What `inline.validOnly` does to ghost text: the share of fills still shown, and how the
+    shown ones score against all of them (the reference middle decides, not the server's check)."""
+    out = {}
+    for name, cases in sets.items():
+        results = fill_results(engine, cases, "inline", config)
+        texts = [r.texts[0] if r.texts else "" for r in results]
+        kept = [i for i, r in enumerate(results) if not r.trace.get("addsSyntaxErrors")]
+        out[name] = {
+            "shown": round(len(kept) / len(cases), 4) if cases else 0.0,
+            "all": score(cases, texts, None),
+            "shown_only": score([cases[i] for i in kept], [texts[i] for i in kept], None),
+        }
     return out
 
 
@@ -139,6 +160,12 @@ def table(results: dict) -> str:
     if mh:
         lines.append(f"| joint multi-hole (all holes right) | held-out, 2 holes | {mh['all_holes_right']['joint']:.1%} "
                      f"| {mh['all_holes_right']['one_at_a_time']:.1%} |")
+    for name, row in results.get("valid_only", {}).items():
+        lines.append(f"| inline.validOnly (edit similarity of the ghost text shown) | {name} "
+                     f"| {row['shown_only']['edit_similarity']:.3f} ({row['shown']:.0%} of fills shown) "
+                     f"| {row['all']['edit_similarity']:.3f} |")
+        lines.append(f"| inline.validOnly (whole file still parses as well, of what is shown) | {name} "
+                     f"| {row['shown_only']['syntax_ok']:.1%} | {row['all']['syntax_ok']:.1%} |")
     conf = results.get("confidence", {})
     for t in THRESHOLDS:
         row = conf.get(f"threshold_{t}")
@@ -179,6 +206,7 @@ def main(argv: list[str] | None = None):
         "variable_length": lambda: ablation(engine, {**by_kind, **humaneval},
                                             settings(variableLength=True, syntaxRepair=False, **base),
                                             settings(variableLength=False, syntaxRepair=False, **base), executor),
+        "valid_only": lambda: valid_only(engine, by_kind, settings(**base)),
         "multi_hole": lambda: multi_hole(engine, two_hole_cases(files, count), settings(**base)),
         "confidence": lambda: confidence(engine, held),
     }

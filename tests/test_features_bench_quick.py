@@ -13,6 +13,11 @@ def test_features_quick_writes_every_measurement():
     assert set(data["syntax_repair"]) >= {"heldout_single_line", "heldout_multi_line", "heldout_random_span"}
     for runs in data["syntax_repair"].values():
         assert 0.0 <= runs["on"]["syntax_ok"] <= 1.0 and 0.0 <= runs["off"]["syntax_ok"] <= 1.0
+    for row in data["valid_only"].values():
+        # What is shown is the subset of fills the server found error-free, scored on its own.
+        shown = row["shown_only"]["counts"]["cases"]
+        assert shown == round(row["shown"] * row["all"]["counts"]["cases"])
+        assert row["shown_only"]["counts"]["exact"] <= row["all"]["counts"]["exact"]
     assert data["multi_hole"]["cases"] == 2
     assert set(data["multi_hole"]["all_holes_right"]) == {"joint", "one_at_a_time"}
     conf = data["confidence"]
