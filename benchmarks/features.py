@@ -49,8 +49,12 @@ def fill_results(engine, cases, mode: str, config: Settings) -> list[Fill]:
     return out
 
 
+def best_text(fill: Fill) -> str:
+    return fill.texts[0] if fill.texts else ""
+
+
 def fills(engine, cases, mode: str, config: Settings) -> list[str]:
-    return [r.texts[0] if r.texts else "" for r in fill_results(engine, cases, mode, config)]
+    return [best_text(r) for r in fill_results(engine, cases, mode, config)]
 
 
 def valid_only(engine, sets: dict, config: Settings) -> dict:
@@ -59,7 +63,7 @@ def valid_only(engine, sets: dict, config: Settings) -> dict:
     out = {}
     for name, cases in sets.items():
         results = fill_results(engine, cases, "inline", config)
-        texts = [r.texts[0] if r.texts else "" for r in results]
+        texts = [best_text(r) for r in results]
         kept = [i for i, r in enumerate(results) if not r.trace.get("addsSyntaxErrors")]
         out[name] = {
             "shown": round(len(kept) / len(cases), 4) if cases else 0.0,

@@ -68,4 +68,3 @@ def hide_as_invalid(server, fill: Fill) -> bool:
     adds an error they all do. Commands and code actions are asked for, so they always answer.
     """
     return server.settings.inline_valid_only and bool(fill.trace.get("addsSyntaxErrors"))
-
