@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -13,6 +14,7 @@ from dg_engine.train.corpus import split
 from dg_engine.train.examples import ExampleConfig, ExampleSource
 from dg_engine.train.loop import TrainConfig, train
 from dg_engine.train.model import build_model
+from dg_engine.train.sequences import BlockSource, MixConfig
 from dg_engine.train.tokenizer import train_tokenizer
 
 
@@ -25,15 +27,24 @@ def setup():
     return tok, ExampleSource(files, choose_format(tok), cfg)
 
 
+def _blocks(src: ExampleSource) -> BlockSource:
+    stream = np.array(src.fmt.tokenizer(src.sources[0].text)["input_ids"], dtype=np.uint16)
+    return BlockSource(src, stream, stream[::-1].copy(), MixConfig(seq_len=48, block_sizes=(8,), block_weights=(1.0,)))
+
+
 def _run(tok, src, out, steps, time_limit=None, export=None, **options):
+    options.setdefault("layout", "canvas")
     cfg = TrainConfig(out=str(out), steps=steps, batch_size=2, lr=3e-3, warmup=2, size="tiny",
                       save_every=2, val_every=3, val_batches=1, log_every=1, time_limit_min=time_limit, **options)
     model = build_model("tiny", len(tok), seed=cfg.seed)
-    state = train(model, tok, src, src, cfg, "cpu", export, progress=False)
+    source = _blocks(src) if cfg.layout == "blocks" else src
+    state = train(model, tok, source, src, cfg, "cpu", export, progress=False)
     return model, state
 
 
-@pytest.mark.parametrize("options", [{}, {"canvas_draws": 2, "bf16": True}], ids=["plain", "draws-bf16"])
+@pytest.mark.parametrize("options", [{}, {"canvas_draws": 2, "bf16": True}, {"layout": "blocks"},
+                                     {"layout": "blocks", "objective": "ar", "dtype": "bf16"}],
+                         ids=["plain", "draws-bf16", "blocks", "blocks-ar-bf16"])
 def test_resume_gives_identical_weights(setup, tmp_path, options):
     tok, src = setup
     straight, _ = _run(tok, src, tmp_path / "a", steps=6, **options)
@@ -50,7 +61,8 @@ def test_resume_gives_identical_weights(setup, tmp_path, options):
     assert any(k.endswith("exp_avg_sq") for k in load_file(str(ckpt / "optimizer.safetensors")))
     assert json.loads((ckpt / "state.json").read_text())["step"] == 6
     header = (tmp_path / "b" / "log.csv").read_text().splitlines()[0]
-    assert header == "step,elapsed_s,loss,diffusion_loss,ar_loss,tokens_per_s,lr,val_loss"
+    assert header == ("step,elapsed_s,loss,diffusion_loss,ar_loss,tokens_per_s,loss_tokens_per_s,"
+                      "lr,val_loss,dtype")
 
 
 def test_same_seed_same_weights(setup, tmp_path):

@@ -66,18 +66,25 @@ def latest_checkpoint(directory: Path) -> Path | None:
 
 def load_checkpoint(path: Path, model, optimizer: torch.optim.Optimizer) -> dict:
     """Restore weights and optimizer state in place; returns the JSON state."""
-    weights = load_file(str(path / WEIGHTS))
+    start = (load_file(str(path / WEIGHTS)), load_file(str(path / OPTIMIZER)), json.loads((path / STATE).read_text()))
+    return apply_state(start, model, optimizer)
+
+
+def apply_state(start: tuple[dict, dict, dict], model, optimizer: torch.optim.Optimizer) -> dict:
+    """Copy (weights, flat optimizer tensors, JSON state) into the model and optimizer.
+
+    Optimizer tensors stored in bf16 (the committed resume state) come back as fp32."""
+    weights, flat, state = start
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.copy_(weights[name])
-    flat = load_file(str(path / OPTIMIZER))
     per_param: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in flat.items():
         _, index, name = key.split(".", 2)
-        per_param.setdefault(int(index), {})[name] = value
+        per_param.setdefault(int(index), {})[name] = value.float() if value.is_floating_point() else value
     current = optimizer.state_dict()
     optimizer.load_state_dict({"state": per_param, "param_groups": current["param_groups"]})
-    return json.loads((path / STATE).read_text())
+    return state
 
 
 def export_model(model, tokenizer, directory: Path, generation: dict) -> None:

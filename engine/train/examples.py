@@ -35,6 +35,9 @@ class ExampleConfig:
     max_chunk_lines: int = 16
     # The share of examples whose identifiers are renamed consistently (see augment.py).
     rename_prob: float = 0.0
+    # Renamed identifiers are drawn from the names of the first files (a pool from 100k files
+    # would cost a minute at start-up for no more variety).
+    name_pool_files: int = 5000
 
 
 @dataclass
@@ -83,10 +86,20 @@ class ExampleSource:
     def __init__(self, files: list[SourceFile], fmt: FimFormat, config: ExampleConfig = ExampleConfig()):
         self.fmt = fmt
         self.config = config
-        self.files = [f for f in (_index(s, fmt.tokenizer) for s in files) if len(f.lines) >= 3]
-        if not self.files:
+        # Files are indexed (lines, token counts) on first use: a corpus of 100k files would take
+        # minutes to index up front, and a run of a few thousand steps touches a fraction of them.
+        self.sources = [s for s in files if len(s.text.splitlines()) >= 3]
+        if not self.sources:
             raise ValueError("no usable corpus files")
-        self.names = name_pool(f.text for f in self.files) if config.rename_prob > 0 else []
+        self._indexed: dict[int, _File] = {}
+        pool_from = self.sources[: config.name_pool_files]
+        self.names = name_pool(s.text for s in pool_from) if config.rename_prob > 0 else []
+
+    def _pick_file(self, rng: random.Random) -> _File:
+        i = rng.randrange(len(self.sources))
+        if i not in self._indexed:
+            self._indexed[i] = _index(self.sources[i], self.fmt.tokenizer)
+        return self._indexed[i]
 
     # Hole pickers: each returns the (start, end) character offsets of the middle, or None.
 
@@ -174,7 +187,7 @@ class ExampleSource:
         return f.text[f.starts[first] : a], f.text[b:end]
 
     def _chunk(self, rng: random.Random) -> str:
-        f = rng.choice(self.files)
+        f = self._pick_file(rng)
         i = rng.randrange(len(f.lines))
         return "".join(f.lines[i : i + rng.randint(4, self.config.max_chunk_lines)])
 
@@ -183,7 +196,7 @@ class ExampleSource:
         cfg = self.config
         while True:
             kind = rng.choices(KINDS, weights=cfg.kind_weights)[0]
-            f = rng.choice(self.files)
+            f = self._pick_file(rng)
             hole = self._pick_hole(f, kind, rng)
             if hole is not None:
                 break

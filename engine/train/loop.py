@@ -1,8 +1,12 @@
-"""The training loop: AdamW with warmup and cosine decay, validation, checkpoints, CSV log.
+"""The training loop: AdamW, a learning-rate schedule, validation, checkpoints, CSV log.
 
-Every source of randomness is derived from (seed, step): the batch's examples, the canvas length,
-the noise and the self-conditioning coin flips. Two runs with the same seed and steps therefore end
-with the same weights, and a run resumed from a checkpoint continues exactly as if uninterrupted.
+Two layouts share the loop: `blocks` (the block-parallel objective of `blocks.py` over the rows of
+`sequences.py`, every token carrying a loss) and `canvas` (the earlier one-canvas objective, kept to
+measure against). Every source of randomness is derived from (seed, step): the rows, the block
+size, the noise and the self-conditioning coins, so a resumed run sees the batches an
+uninterrupted one would have. With the `piece` schedule the learning rate follows the time left in
+this invocation (warm up, hold, anneal before the time limit), so a run cut into pieces of a few
+hours ends every piece with annealed weights worth exporting.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import torch
 from tqdm import tqdm
 
 from ..prompt import FimFormat
-from .checkpoint import export_model, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import apply_state, export_model, latest_checkpoint, load_checkpoint, save_checkpoint
 from .examples import ExampleSource
+from .blocks import block_ar_loss, block_diffusion_loss
 from .objective import LossParts, ObjectiveConfig, ar_batch, ar_loss, collate, diffusion_loss
+from .sequences import canvas_batch
 
-CSV_FIELDS = ("step", "elapsed_s", "loss", "diffusion_loss", "ar_loss", "tokens_per_s", "lr", "val_loss")
+CSV_FIELDS = ("step", "elapsed_s", "loss", "diffusion_loss", "ar_loss", "tokens_per_s", "loss_tokens_per_s",
+              "lr", "val_loss", "dtype")
 
 # Sampler defaults written to generation_config.json. Chosen for a 32-token canvas and a small
 # model: few steps, low temperatures (code has few right answers), and stopping once stable.
@@ -56,47 +63,95 @@ class TrainConfig:
     grad_clip: float = 1.0
     canvas_draws: int = 1
     bf16: bool = False
+    layout: str = "blocks"
+    dtype: str = "fp32"
+    schedule: str = "cosine"
+    decay_share: float = 0.2
+    # Minutes of this invocation (a piece of a longer run); `time_limit_min` counts all pieces.
+    piece_minutes: float | None = None
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup to `lr`, then cosine decay to 10% of it at `steps`."""
+def lr_at(step: int, cfg: TrainConfig, first_step: int = 0, time_share: float = 0.0) -> float:
+    """The learning rate of a step.
+
+    `cosine`: linear warmup to `lr`, cosine decay to 10% of it at `steps`.
+    `piece`: warmup over `warmup` steps from this invocation's first step, `lr` held, then a
+    linear anneal to 10% over the last `decay_share` of the invocation's time limit
+    (`time_share` is the share of it already spent)."""
+    if cfg.schedule == "piece":
+        ramp = min(1.0, (step - first_step + 1) / max(1, cfg.warmup))
+        into_decay = (time_share - (1 - cfg.decay_share)) / cfg.decay_share
+        return cfg.lr * ramp * (1.0 - 0.9 * min(1.0, max(0.0, into_decay)))
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def step_loss(model, source: ExampleSource, cfg: TrainConfig, step: int, seed: int, device,
-              draws: int = 1) -> tuple[LossParts, int]:
-    """The loss of the batch of one step and the number of tokens it processed."""
+def step_loss(model, source, cfg: TrainConfig, step: int, seed: int, device,
+              draws: int = 1) -> tuple[LossParts, int, int]:
+    """The loss of the batch of one step, the tokens it processed and those with a diffusion loss."""
+    if cfg.layout == "blocks":
+        batch = source.batch(seed, step, cfg.batch_size).to(device)
+        if cfg.objective == "ar":
+            return block_ar_loss(model, batch), batch.num_tokens, 0
+        generator = torch.Generator().manual_seed(seed * 7_919 + step)
+        return block_diffusion_loss(model, batch, generator), batch.num_tokens, batch.loss_tokens
     fmt: FimFormat = source.fmt
     examples = source.batch_examples(seed, step, cfg.batch_size)
     pad, end = fmt.specials.pad, fmt.specials.end_of_middle
     if cfg.objective == "ar":
         batch, middle = ar_batch(examples, pad, end)
         batch = batch.to(device)
-        return ar_loss(model, batch, middle.to(device)), int(batch.attention_mask.sum())
+        return ar_loss(model, batch, middle.to(device)), int(batch.attention_mask.sum()), 0
     batch = collate(examples, pad).to(device)
     generator = torch.Generator().manual_seed(seed * 7_919 + step)
     parts = diffusion_loss(model, batch, end, generator, ObjectiveConfig(canvas_draws=draws))
-    return parts, batch.num_tokens + (draws - 1) * batch.canvas.numel()
+    return parts, batch.num_tokens + (draws - 1) * batch.canvas.numel(), batch.canvas.numel() * draws
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AMX or AVX-512 BF16); emulated bf16 is slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolve_dtype(requested: str, device: str) -> str:
+    """`auto`: bf16 autocast on a CUDA GPU that has it or a CPU with bf16 hardware, else fp32."""
+    if requested in ("bf16", "fp32"):
+        return requested
+    if str(device).startswith("cuda"):
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if cpu_has_bf16() else "fp32"
 
 
 def autocast(cfg: TrainConfig, device: str):
-    """bf16 autocast when asked: on a CPU with AVX-512 BF16 it trained 1.2-1.3x more tokens per second.
-    The weights and the optimizer stay fp32, so a run can switch it on or off when it resumes."""
+    """bf16 autocast when chosen; the weights and the optimizer stay fp32, so a run can switch it
+    on or off when it resumes."""
     kind = "cuda" if str(device).startswith("cuda") else "cpu"
-    return torch.autocast(kind, dtype=torch.bfloat16, enabled=cfg.bf16)
+    return torch.autocast(kind, dtype=torch.bfloat16, enabled=cfg.bf16 or cfg.dtype == "bf16")
 
 
 @torch.no_grad()
 def validate(model, source: ExampleSource, cfg: TrainConfig, device) -> float:
     """Mean main loss on fixed held-out batches (same batches and noise at every validation).
 
-    It always runs in fp32 with one canvas draw, so runs trained with other settings are compared
-    on the same measure."""
+    It always runs in fp32 on one-canvas FIM holes (the blocks layout lays them out as one block
+    after the prompt, which gives the old objective's loss), so runs trained with other settings
+    and layouts are compared on the same measure."""
     model.eval()
-    losses = [step_loss(model, source, cfg, i, seed=10_007, device=device)[0].main.item() for i in range(cfg.val_batches)]
+    losses = []
+    for i in range(cfg.val_batches):
+        if cfg.layout == "blocks" and cfg.objective == "diffusion":
+            s = source.fmt.specials
+            batch = canvas_batch(source.batch_examples(10_007, i, cfg.batch_size), s.pad, s.end_of_middle).to(device)
+            losses.append(block_diffusion_loss(model, batch, torch.Generator().manual_seed(10_007 * 7_919 + i)).main.item())
+        else:
+            old = TrainConfig(**{**asdict(cfg), "layout": "canvas"})
+            losses.append(step_loss(model, source, old, i, seed=10_007, device=device)[0].main.item())
     model.train()
     return sum(losses) / len(losses)
 
@@ -110,9 +165,23 @@ def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
-def train(model, tokenizer, train_source: ExampleSource, val_source: ExampleSource | None, cfg: TrainConfig,
-          device: str = "cpu", export_dir: str | None = None, progress: bool = True) -> dict:
-    """Run (or resume) training until `steps` or the time limit; returns the final JSON state."""
+def _time_left(cfg: TrainConfig, state: dict, piece_s: float) -> float | None:
+    """Seconds of training left before a time limit ends this invocation (None: no limit)."""
+    limits = []
+    if cfg.time_limit_min is not None:
+        limits.append(cfg.time_limit_min * 60 - state["elapsed_s"])
+    if cfg.piece_minutes is not None:
+        limits.append(cfg.piece_minutes * 60 - piece_s)
+    return min(limits) if limits else None
+
+
+def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg: TrainConfig,
+          device: str = "cpu", export_dir: str | None = None, progress: bool = True,
+          start: tuple[dict, dict] | None = None) -> dict:
+    """Run (or resume) training until `steps` or a time limit; returns the final JSON state.
+
+    `start` is (weights, flat optimizer state, JSON state) to begin from when the run directory has no checkpoint:
+    the committed state of a run continued on a fresh machine (see `resume.py`)."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.to(device).train()
@@ -121,24 +190,28 @@ def train(model, tokenizer, train_source: ExampleSource, val_source: ExampleSour
     resume = latest_checkpoint(out)
     if resume is not None:
         state = load_checkpoint(resume, model, optimizer)
-        state["config"] = asdict(cfg)
+    elif start is not None:
+        state = apply_state(start, model, optimizer)
+    state["config"] = asdict(cfg)
     log_path = out / "log.csv"
     new_log = not log_path.exists()
     log_file = open(log_path, "a", newline="")
     writer = csv.writer(log_file)
     if new_log:
         writer.writerow(CSV_FIELDS)
-    start_wall, start_elapsed = time.time(), state["elapsed_s"]
+    start_wall, start_elapsed, first_step = time.time(), state["elapsed_s"], state["step"]
     bar = tqdm(total=cfg.steps, initial=state["step"], disable=not progress, dynamic_ncols=True)
-    tokens_window, window_start = 0, time.time()
+    tokens_window, loss_window, window_start = 0, 0, time.time()
     try:
         while state["step"] < cfg.steps:
             step = state["step"]
-            lr = lr_at(step, cfg)
+            piece_s = time.time() - start_wall
+            share = piece_s / (cfg.piece_minutes * 60) if cfg.piece_minutes else 0.0
+            lr = lr_at(step, cfg, first_step, share)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast(cfg, device):
-                parts, n_tokens = step_loss(model, train_source, cfg, step, cfg.seed, device, cfg.canvas_draws)
+                parts, n_tokens, n_loss = step_loss(model, train_source, cfg, step, cfg.seed, device, cfg.canvas_draws)
             optimizer.zero_grad(set_to_none=True)
             parts.total.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -146,20 +219,24 @@ def train(model, tokenizer, train_source: ExampleSource, val_source: ExampleSour
             state["step"] = step + 1
             state["elapsed_s"] = start_elapsed + time.time() - start_wall
             tokens_window += n_tokens
-            tokens_per_s = tokens_window / max(1e-9, time.time() - window_start)
+            loss_window += n_loss
+            window_s = max(1e-9, time.time() - window_start)
+            left = _time_left(cfg, state, time.time() - start_wall)
             bar.update(1)
-            bar.set_postfix(loss=f"{parts.total.item():.3f}", tok_s=f"{tokens_per_s:.0f}")
+            bar.set_postfix(loss=f"{parts.total.item():.3f}", tok_s=f"{tokens_window / window_s:.0f}",
+                            lr=f"{lr:.2e}", left="-" if left is None else f"{max(0.0, left) / 60:.0f}m")
             done = state["step"] >= cfg.steps
-            out_of_time = cfg.time_limit_min is not None and state["elapsed_s"] >= cfg.time_limit_min * 60
+            out_of_time = left is not None and left <= 0
             val_loss = ""
             if val_source is not None and (state["step"] % cfg.val_every == 0 or done or out_of_time):
                 val_loss = f"{validate(model, val_source, cfg, device):.4f}"
             if state["step"] % cfg.log_every == 0 or val_loss:
                 writer.writerow([state["step"], f"{state['elapsed_s']:.1f}", f"{parts.total.item():.4f}",
-                                 f"{parts.main.item():.4f}", f"{parts.aux.item():.4f}", f"{tokens_per_s:.0f}",
-                                 f"{lr:.6g}", val_loss])
+                                 f"{parts.main.item():.4f}", f"{parts.aux.item():.4f}",
+                                 f"{tokens_window / window_s:.0f}", f"{loss_window / window_s:.0f}",
+                                 f"{lr:.6g}", val_loss, "bf16" if cfg.bf16 or cfg.dtype == "bf16" else "fp32"])
                 log_file.flush()
-                tokens_window, window_start = 0, time.time()
+                tokens_window, loss_window, window_start = 0, 0, time.time()
             if state["step"] % cfg.save_every == 0 or done or out_of_time:
                 save_checkpoint(out, model, optimizer, state)
             if out_of_time:

@@ -1,0 +1,141 @@
+"""Training rows for the block-parallel objective: FIM holes, code and prose, cut into blocks.
+
+Three kinds of row share one batch, each a whole sequence whose every token carries a loss:
+
+* a suffix-first FIM example (`ExampleSource`, the editor-shaped holes the engine is asked to
+  fill) laid out as `prompt | middle blocks`: the middle's blocks start right after
+  `<fim_middle>`, as the engine's canvases do, and end with `<fim_end>` and padding;
+* a window of the code stream (plain continuation: blocks from position 0);
+* a window of the prose stream (documentation paragraphs, for the paragraph rewrite).
+
+Everything a step draws comes from a `random.Random` seeded by (seed, step), so a resumed run
+sees the batches an uninterrupted one would have.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .blocks import BlockBatch
+from .examples import Example, ExampleSource
+from .objective import canvas_weights
+
+
+@dataclass(frozen=True)
+class MixConfig:
+    """What a batch is made of; the defaults are the long run's."""
+
+    seq_len: int = 1024
+    block_sizes: tuple[int, ...] = (16, 32, 64)
+    block_weights: tuple[float, ...] = (0.25, 0.5, 0.25)
+    fim_share: float = 0.5
+    prose_share: float = 0.1
+    max_middle_blocks: int = 2
+    # The FIM prompt's own blocks are denoised too: they are code like any other, and otherwise
+    # the decoder's pass over them would be spent for nothing.
+    prompt_blocks: bool = True
+    pad_weight: float = 0.1
+
+
+@dataclass
+class Row:
+    """One sequence before collation: tokens, block starts, diffusion weights."""
+
+    ids: list[int]
+    block_start: list[int]
+    weights: list[float]
+
+
+def block_starts(start: int, length: int, size: int) -> list[int]:
+    """Block starts of `length` tokens cut into blocks of `size` from position `start`."""
+    return [start + (i // size) * size for i in range(length)]
+
+
+def stream_row(tokens: np.ndarray, rng: random.Random, seq_len: int, size: int) -> Row:
+    """A window of a token stream, all of it in blocks from position 0."""
+    start = rng.randrange(max(1, len(tokens) - seq_len))
+    ids = tokens[start : start + seq_len].astype(np.int64).tolist()
+    return Row(ids, block_starts(0, len(ids), size), [1.0] * len(ids))
+
+
+def fim_row(example: Example, size: int, end_id: int, pad_id: int, cfg: MixConfig, prompt_blocks: bool) -> Row:
+    """`prompt | middle blocks`; middle blocks past the one holding `<fim_end>` are dropped."""
+    canvas = example.canvas_ids
+    blocks = [canvas[i : i + size] for i in range(0, len(canvas), size)]
+    keep = next((k + 1 for k, b in enumerate(blocks) if end_id in b), len(blocks))
+    middle = [t for b in blocks[:keep] for t in b]
+    prompt = example.prompt_ids
+    weights = canvas_weights(torch.tensor([middle]), end_id, cfg.pad_weight)[0].tolist()
+    if prompt_blocks:
+        starts = block_starts(0, len(prompt), size)
+        prompt_weights = [1.0] * len(prompt)
+    else:
+        starts = list(range(len(prompt)))  # never noised: each its own block
+        prompt_weights = [0.0] * len(prompt)
+    return Row(prompt + middle, starts + block_starts(len(prompt), len(middle), size), prompt_weights + weights)
+
+
+def collate_rows(rows: list[Row], pad_id: int, seq_len: int | None = None) -> BlockBatch:
+    """Right-pad rows into a `BlockBatch`; padding positions are blocks of one, never trained."""
+    width = seq_len or max(len(r.ids) for r in rows)
+    b = len(rows)
+    ids = torch.full((b, width), pad_id, dtype=torch.long)
+    valid = torch.zeros((b, width), dtype=torch.bool)
+    starts = torch.arange(width).repeat(b, 1)
+    weights = torch.zeros((b, width))
+    for i, r in enumerate(rows):
+        n = min(len(r.ids), width)
+        ids[i, :n] = torch.tensor(r.ids[:n])
+        valid[i, :n] = True
+        starts[i, :n] = torch.tensor(r.block_start[:n])
+        weights[i, :n] = torch.tensor(r.weights[:n])
+    # A canvas's padding after <fim_end> is a diffusion target but not text to continue.
+    ntp = valid & (ids != pad_id)
+    return BlockBatch(ids, valid, starts, weights, ntp)
+
+
+class BlockSource:
+    """Draws block-parallel batches from FIM holes and the code and prose streams."""
+
+    def __init__(self, fim: ExampleSource, code: np.ndarray | None, prose: np.ndarray | None,
+                 config: MixConfig = MixConfig()):
+        self.fim, self.code, self.prose, self.config = fim, code, prose, config
+        self.fmt = fim.fmt
+
+    def _kind(self, rng: random.Random) -> str:
+        r = rng.random()
+        if r < self.config.fim_share or (self.code is None and self.prose is None):
+            return "fim"
+        if r < self.config.fim_share + self.config.prose_share and self.prose is not None:
+            return "prose"
+        return "code" if self.code is not None else "prose"
+
+    def row(self, rng: random.Random, size: int) -> Row:
+        cfg, s = self.config, self.fmt.specials
+        kind = self._kind(rng)
+        if kind == "fim":
+            example = self.fim.sample(rng, size * cfg.max_middle_blocks)
+            return fim_row(example, size, s.end_of_middle, s.pad, cfg, cfg.prompt_blocks)
+        stream = self.code if kind == "code" else self.prose
+        return stream_row(stream, rng, cfg.seq_len, size)
+
+    def batch(self, seed: int, step: int, batch_size: int) -> BlockBatch:
+        """The rows of one step: a pure function of (seed, step)."""
+        rng = random.Random(seed * 1_000_003 + step)
+        size = rng.choices(self.config.block_sizes, weights=self.config.block_weights)[0]
+        rows = [self.row(rng, size) for _ in range(batch_size)]
+        return collate_rows(rows, self.fmt.specials.pad)
+
+
+def canvas_batch(examples: list[Example], pad_id: int, end_id: int, pad_weight: float = 0.1) -> BlockBatch:
+    """One-canvas FIM examples as block rows (prompt never noised, the canvas one block).
+
+    This is the old objective's layout, used for validation so that held-out losses stay
+    comparable across trainers, and by the test that the two objectives agree."""
+    cfg = MixConfig(pad_weight=pad_weight)
+    rows = [fim_row(e, len(e.canvas_ids), end_id, pad_id, cfg, prompt_blocks=False) for e in examples]
+    return collate_rows(rows, pad_id)

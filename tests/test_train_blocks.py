@@ -1,0 +1,143 @@
+"""The block-parallel objective: what each noised token may see, and agreement with one canvas."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dg_engine.prompt import choose_format
+from dg_engine.train.blocks import BlockBatch, block_diffusion_loss, block_mask, corrupt_blocks, decode_blocks, encode_clean
+from dg_engine.train.corpus import split
+from dg_engine.train.examples import ExampleConfig, ExampleSource
+from dg_engine.train.model import build_model
+from dg_engine.train.objective import canvas_weights, collate, decode_canvas, encode_prompt
+from dg_engine.train.sequences import BlockSource, MixConfig, block_starts, canvas_batch, collate_rows, fim_row
+from dg_engine.train.tokenizer import train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.set_num_threads(1)
+    train, _ = split(limit=6)
+    tok = train_tokenizer((f.text for f in train), vocab_size=400)
+    fmt = choose_format(tok)
+    src = ExampleSource(train, fmt, ExampleConfig(max_prompt_tokens=96, min_prompt_tokens=16, canvas_lengths=(16,)))
+    model = build_model("tiny", len(tok), seed=0).eval()
+    return src, fmt, model
+
+
+def test_mask_sees_only_earlier_blocks_and_its_own():
+    starts = torch.tensor([block_starts(0, 6, 2) + [6, 7]])  # blocks {0,1} {2,3} {4,5}, padding 6 and 7
+    valid = torch.tensor([[True] * 6 + [False, False]])
+    mask = block_mask(starts, valid)[0, 0]  # [T, 2T]
+    clean, noised = mask[:, :8], mask[:, 8:]
+    for q in range(8):
+        for k in range(8):
+            # Clean keys: real and strictly before the query's block; its own clean token never.
+            assert bool(clean[q, k]) == (k < int(starts[0, q]) and k < 6)
+            assert bool(noised[q, k]) == (int(starts[0, q]) == int(starts[0, k]))
+    assert not clean.diagonal().any()
+
+
+def _random_batch(vocab: int, size: int = 4, length: int = 12) -> BlockBatch:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(8, vocab, (2, length), generator=g)
+    starts = torch.tensor([block_starts(0, length, size)] * 2)
+    ones = torch.ones((2, length))
+    return BlockBatch(ids, torch.ones_like(ids, dtype=torch.bool), starts, ones, ones.bool())
+
+
+def test_a_block_never_depends_on_its_clean_tokens_or_later_blocks(setup):
+    _, _, model = setup
+    vocab = model.config.text_config.vocab_size
+    batch = _random_batch(vocab)
+    noisy = corrupt_blocks(batch, vocab, 0.5, torch.Generator().manual_seed(1))
+    mask = block_mask(batch.block_start, batch.valid)
+
+    def logits_for(ids: torch.Tensor, noised: torch.Tensor) -> torch.Tensor:
+        changed = BlockBatch(ids, batch.valid, batch.block_start, batch.weights, batch.ntp)
+        with torch.no_grad():
+            _, cache, positions = encode_clean(model, changed)
+            return decode_blocks(model, cache, noised, mask, positions)
+
+    base = logits_for(batch.ids, noisy)
+    # Change the clean tokens of block 1 (positions 4..7) and everything after it.
+    ids = batch.ids.clone()
+    ids[:, 4:] = (ids[:, 4:] + 1) % vocab
+    after = logits_for(ids, noisy)
+    torch.testing.assert_close(after[:, :8], base[:, :8])  # blocks 0 and 1 see none of it
+    assert not torch.allclose(after[:, 8:], base[:, 8:])  # block 2 sees block 1's clean tokens
+    # Change the noised tokens of block 2: only block 2 moves.
+    noised = noisy.clone()
+    noised[:, 8:] = (noised[:, 8:] + 1) % vocab
+    moved = logits_for(batch.ids, noised)
+    torch.testing.assert_close(moved[:, :8], base[:, :8])
+    assert not torch.allclose(moved[:, 8:], base[:, 8:])
+
+
+@pytest.mark.parametrize("self_condition", [False, True])
+def test_one_canvas_loss_equals_the_old_objective(setup, self_condition):
+    src, fmt, model = setup
+    s = fmt.specials
+    examples = src.batch_examples(seed=3, step=0, batch_size=3)
+    old = collate(examples, s.pad)
+    new = canvas_batch(examples, s.pad, s.end_of_middle)
+    g = torch.Generator().manual_seed(5)
+    noisy_canvas = torch.randint(0, model.config.text_config.vocab_size, old.canvas.shape, generator=g)
+    use = torch.full((3,), self_condition)
+    with torch.no_grad():
+        # The old one-canvas loss, as objective.diffusion_loss computes it, with this noise.
+        _, cache = encode_prompt(model, old)
+        sc = decode_canvas(model, cache, old, noisy_canvas) if self_condition else None
+        logits = decode_canvas(model, cache, old, noisy_canvas, sc, use if self_condition else None)
+        w = canvas_weights(old.canvas, s.end_of_middle, 0.1)
+        ce = F.cross_entropy(logits.transpose(1, 2), old.canvas, reduction="none")
+        expected = (ce * w).sum() / w.sum()
+        # The same noise laid into the block rows: prompt clean, canvas right after it.
+        noisy = new.ids.clone()
+        for i, e in enumerate(examples):
+            p = len(e.prompt_ids)
+            noisy[i, p : p + old.canvas.shape[1]] = noisy_canvas[i]
+        parts = block_diffusion_loss(model, new, torch.Generator().manual_seed(0), noisy=noisy, sc_use=use)
+    torch.testing.assert_close(parts.main, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_fim_rows_align_middle_blocks_with_the_canvas(setup):
+    src, fmt, _ = setup
+    s = fmt.specials
+    example = src.sample(random.Random(0), 32)
+    row = fim_row(example, 16, s.end_of_middle, s.pad, MixConfig(), prompt_blocks=True)
+    p = len(example.prompt_ids)
+    assert row.ids[:p] == example.prompt_ids
+    assert row.block_start[p] == p  # the middle's first block starts after <fim_middle>
+    assert s.end_of_middle in row.ids[p:] or len(row.ids) - p == 32
+    assert len(row.ids) - p in (16, 32)
+    assert all(w == 1.0 for w in row.weights[:p])
+
+
+def test_mixed_batches_are_reproducible_and_mostly_loss_tokens(setup):
+    src, fmt, model = setup
+    code = np.random.default_rng(0).integers(8, 400, 5000).astype(np.uint16)
+    source = BlockSource(src, code, code[::-1].copy(), MixConfig(seq_len=64, block_sizes=(16,), block_weights=(1.0,)))
+    a, b = source.batch(0, 7, 6), source.batch(0, 7, 6)
+    assert torch.equal(a.ids, b.ids) and torch.equal(a.block_start, b.block_start)
+    assert a.loss_tokens / a.num_tokens > 0.9
+    parts = block_diffusion_loss(model, a, torch.Generator().manual_seed(0))
+    assert torch.isfinite(parts.total)
+    parts.total.backward()
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+    model.zero_grad(set_to_none=True)
+
+
+def test_padding_is_never_trained(setup):
+    src, fmt, _ = setup
+    s = fmt.specials
+    e = src.sample(random.Random(1), 16)
+    batch = collate_rows([fim_row(e, 16, s.end_of_middle, s.pad, MixConfig(), True)], s.pad, seq_len=len(e.prompt_ids) + 40)
+    tail = ~batch.valid[0]
+    assert tail.sum() > 0
+    assert (batch.weights[0][tail] == 0).all() and not batch.ntp[0][tail].any()
