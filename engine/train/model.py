@@ -30,6 +30,9 @@ SIZES: dict[str, ModelSize] = {
     "tiny": ModelSize(64, 2, 2, 1, 32, 128, 32),
     # The shipped CPU model: measured to infill in well under 100 ms at 2 threads.
     "small": ModelSize(192, 3, 3, 1, 64, 512, 96),
+    # The block-parallel run's size: the largest whose inline fill (8 decoder passes over a 2k-token
+    # cached context) stays near 100 ms on two fp32 cores (engine/train/README.md has the table).
+    "base": ModelSize(256, 4, 4, 1, 64, 1024, 128),
     # For a GPU run with more budget; still small enough to serve on a CPU, just slower.
     "large": ModelSize(512, 8, 8, 2, 64, 1536, 256),
 }
