@@ -4,7 +4,7 @@ In one run, on one machine, at one model size, this times whole optimizer steps 
 backward, AdamW) of
 
 * the one-canvas trainer (`--layout canvas`) as the shipped model was trained: four noisy canvas
-  draws per prompt, a batch of 8 FIM holes;
+  draws per prompt, a batch of 8 FIM holes (and with one draw, the trainer's default);
 * the block-parallel trainer (`--layout blocks`): rows of `--seq-len` tokens, every block noised;
 
 and a square matmul in fp32 and bf16, the machine's practical peak. Model FLOPs are counted by
@@ -32,7 +32,7 @@ from dg_engine.prompt import FimFormat
 from dg_engine.tokens import special_tokens
 from dg_engine.train.corpus import split
 from dg_engine.train.examples import ExampleConfig, ExampleSource
-from dg_engine.train.loop import TrainConfig, autocast, make_optimizer, resolve_dtype, step_loss
+from dg_engine.train.loop import TrainConfig, autocast, keep_freed_memory, make_optimizer, resolve_dtype, step_loss
 from dg_engine.train.model import build_model, count_parameters
 from dg_engine.train.sequences import BlockSource, MixConfig
 from dg_engine.train.tokenizer import load_tokenizer
@@ -111,13 +111,15 @@ def main(argv: list[str] | None = None) -> int:
         args.size, args.steps, args.warmup, args.batch_size, args.seq_len = "tiny", 1, 1, 2, 128
         args.old_batch_size, args.out = 2, str(Path(args.out).with_name("training_throughput.quick.json"))
     torch.set_num_threads(args.threads)
+    keep_freed_memory()
     dtype = resolve_dtype(args.dtype, "cpu")
     tokenizer, fim, blocks = sources(40 if args.quick else None, args.seq_len)
     base = TrainConfig(out="", batch_size=args.batch_size, size=args.size, dtype=dtype)
     old_cfg = replace(base, layout="canvas", batch_size=args.old_batch_size, canvas_draws=args.old_draws)
+    one_draw = replace(old_cfg, canvas_draws=1)
     new_cfg = replace(base, layout="blocks")
     results: dict = {}
-    for name, cfg, source in (("old", old_cfg, fim), ("new", new_cfg, blocks)):
+    for name, cfg, source in (("old", old_cfg, fim), ("old_one_draw", one_draw, fim), ("new", new_cfg, blocks)):
         model = build_model(args.size, len(tokenizer), seed=0)
         timing = time_trainer(model, source, cfg, args.steps, args.warmup)
         flops, n = step_flops(model, source, cfg, 10_000)
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         "old_tokens_per_s": old["tokens_per_s"],
         "new_tokens_per_s": new["tokens_per_s"],
         "loss_tokens_ratio": new["loss_tokens_per_s"] / old["loss_tokens_per_s"],
+        "loss_tokens_ratio_one_draw": new["loss_tokens_per_s"] / results["old_one_draw"]["loss_tokens_per_s"],
         "old_loss_token_share": old["loss_token_share"],
         "loss_token_share": new["loss_token_share"],
         "old_model_tflops": old["model_tflops"],

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from dg_engine.prompt import choose_format
-from dg_engine.train.blocks import BlockBatch, block_diffusion_loss, block_mask, corrupt_blocks, decode_blocks, encode_clean
+from dg_engine.train.blocks import (BlockBatch, block_diffusion_loss, block_mask, chunk_bounds, corrupt_blocks,
+                                    decode_all, encode_clean)
 from dg_engine.train.corpus import split
 from dg_engine.train.examples import ExampleConfig, ExampleSource
 from dg_engine.train.model import build_model
@@ -56,15 +57,17 @@ def test_a_block_never_depends_on_its_clean_tokens_or_later_blocks(setup):
     vocab = model.config.text_config.vocab_size
     batch = _random_batch(vocab)
     noisy = corrupt_blocks(batch, vocab, 0.5, torch.Generator().manual_seed(1))
-    mask = block_mask(batch.block_start, batch.valid)
 
-    def logits_for(ids: torch.Tensor, noised: torch.Tensor) -> torch.Tensor:
+    def logits_for(ids: torch.Tensor, noised: torch.Tensor, chunks: int = 1) -> torch.Tensor:
         changed = BlockBatch(ids, batch.valid, batch.block_start, batch.weights, batch.ntp)
         with torch.no_grad():
             _, cache, positions = encode_clean(model, changed)
-            return decode_blocks(model, cache, noised, mask, positions)
+            return decode_all(model, cache, noised, changed, positions, chunks)
 
     base = logits_for(batch.ids, noisy)
+    # Query chunks skip masked keys only: the logits are the same as in one pass.
+    for chunks in (2, 3, 5):
+        torch.testing.assert_close(logits_for(batch.ids, noisy, chunks), base, atol=1e-5, rtol=1e-5)
     # Change the clean tokens of block 1 (positions 4..7) and everything after it.
     ids = batch.ids.clone()
     ids[:, 4:] = (ids[:, 4:] + 1) % vocab
@@ -79,8 +82,8 @@ def test_a_block_never_depends_on_its_clean_tokens_or_later_blocks(setup):
     assert not torch.allclose(moved[:, 8:], base[:, 8:])
 
 
-@pytest.mark.parametrize("self_condition", [False, True])
-def test_one_canvas_loss_equals_the_old_objective(setup, self_condition):
+@pytest.mark.parametrize("self_condition,chunks", [(False, 1), (True, 1), (True, 3)])
+def test_one_canvas_loss_equals_the_old_objective(setup, self_condition, chunks):
     src, fmt, model = setup
     s = fmt.specials
     examples = src.batch_examples(seed=3, step=0, batch_size=3)
@@ -102,7 +105,8 @@ def test_one_canvas_loss_equals_the_old_objective(setup, self_condition):
         for i, e in enumerate(examples):
             p = len(e.prompt_ids)
             noisy[i, p : p + old.canvas.shape[1]] = noisy_canvas[i]
-        parts = block_diffusion_loss(model, new, torch.Generator().manual_seed(0), noisy=noisy, sc_use=use)
+        parts = block_diffusion_loss(model, new, torch.Generator().manual_seed(0), noisy=noisy, sc_use=use,
+                                     chunks=chunks)
     torch.testing.assert_close(parts.main, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -141,3 +145,27 @@ def test_padding_is_never_trained(setup):
     tail = ~batch.valid[0]
     assert tail.sum() > 0
     assert (batch.weights[0][tail] == 0).all() and not batch.ntp[0][tail].any()
+
+
+def test_chunks_are_widened_to_whole_blocks():
+    # Row 0: blocks of 4 from 0; row 1: a 5-token prompt of one-token blocks, then blocks of 4.
+    starts = torch.tensor([block_starts(0, 12, 4), list(range(5)) + block_starts(5, 7, 4)])
+    bounds = chunk_bounds(starts, 2)
+    assert [(keep_lo, keep_hi) for _, _, keep_lo, keep_hi in bounds] == [(0, 6), (6, 12)]
+    (lo0, hi0, _, _), (lo1, hi1, _, _) = bounds
+    # Position 5 starts row 1's block 5..8 and row 0's block 4..7, so chunk 0 runs to 9, chunk 1 from 4.
+    assert (lo0, hi0, lo1, hi1) == (0, 9, 4, 12)
+
+
+def test_short_fim_rows_are_packed_with_code(setup):
+    src, fmt, _ = setup
+    code = np.random.default_rng(1).integers(8, 400, 5000).astype(np.uint16)
+    mix = MixConfig(seq_len=400, fim_share=1.0, prose_share=0.0, block_sizes=(16,), block_weights=(1.0,))
+    batch = BlockSource(src, code, None, mix).batch(0, 3, 4)
+    assert batch.ids.shape[1] >= 400 and batch.valid.sum(dim=1).min() >= 400 - 16
+    sep = fmt.specials.file_separator
+    for row in range(4):
+        ids = batch.ids[row].tolist()
+        at = ids.index(sep, ids.index(fmt.specials.fim_middle))
+        # The packed code starts a block of its own after the separator.
+        assert int(batch.block_start[row, at + 1]) == at + 1

@@ -26,7 +26,7 @@ from ..prompt import FimFormat
 from ..tokens import special_tokens
 from .corpus import HELD_OUT, SourceFile, split
 from .examples import ExampleConfig, ExampleSource
-from .loop import TrainConfig, resolve_dtype, train
+from .loop import TrainConfig, keep_freed_memory, resolve_dtype, train
 from .model import SIZES, build_model, count_parameters
 from .resume import STATE_DIR, ResumeError, load_resume, read_state, save_resume
 from .sequences import BlockSource, MixConfig
@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] == "continue":
         return continue_run(argv[1:])
     args = parse_args(argv)
+    keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

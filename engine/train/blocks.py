@@ -56,17 +56,38 @@ class BlockBatch:
         return int((self.weights > 0).sum())
 
 
-def block_mask(block_start: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """The decoder's attention mask over [clean cache | noised sequence]: [B, 1, T, 2T], True = attend.
+def block_mask(block_start: torch.Tensor, valid: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
+    """The decoder's attention mask for the noised queries `lo:hi` over [clean cache :hi | noised lo:hi].
 
-    A noised token sees clean keys strictly before its block (never its own clean token, never a
-    later block) and the noised keys of its own block. A padding position is its own block of one,
-    so its row is never empty (an empty row is NaN under SDPA)."""
+    [B, 1, Q, hi + Q] with Q = hi - lo, True = attend. A noised token sees clean keys strictly before
+    its block (never its own clean token, never a later block) and the noised keys of its own block.
+    A padding position is its own block of one, so its row is never empty (NaN under SDPA)."""
+    hi = block_start.shape[1] if hi is None else hi
+    starts = block_start[:, lo:hi]  # [B, Q]
+    pos = torch.arange(hi, device=block_start.device)
+    clean = valid[:, None, :hi] & (pos[None, None, :] < starts[:, :, None])  # [B, Q, hi]
+    noised = starts[:, :, None] == starts[:, None, :]  # [B, Q, Q]
+    return torch.cat([clean, noised], dim=-1)[:, None]  # [B, 1, Q, hi + Q]
+
+
+def chunk_bounds(block_start: torch.Tensor, chunks: int) -> list[tuple[int, int, int, int]]:
+    """Query chunks of the decoder pass: (lo, hi) to run, (keep_lo, keep_hi) to keep, per chunk.
+
+    A chunk's queries need only the clean keys before `hi`, so running the sequence in chunks skips
+    the masked-out part of the key range (four chunks: 44% of the attention of one pass). A chunk
+    is widened to whole blocks on both sides (block starts are non-decreasing along a row), so every
+    kept query sees all of its block; the widened margins are computed and dropped."""
     t = block_start.shape[1]
-    pos = torch.arange(t, device=block_start.device)
-    clean = valid[:, None, :] & (pos[None, None, :] < block_start[:, :, None])  # [B, T, T]
-    noised = block_start[:, :, None] == block_start[:, None, :]  # [B, T, T]
-    return torch.cat([clean, noised], dim=-1)[:, None]  # [B, 1, T, 2T]
+    edges = [round(i * t / chunks) for i in range(chunks + 1)]
+    out = []
+    for a, b in zip(edges, edges[1:]):
+        if a == b:
+            continue
+        lo = int(block_start[:, a].min())
+        last = block_start[:, b - 1 : b].contiguous()
+        hi = int(torch.searchsorted(block_start.contiguous(), last, right=True).max())
+        out.append((lo, hi, a, b))
+    return out
 
 
 def noise_levels(block_start: torch.Tensor, min_noise: float, generator: torch.Generator) -> torch.Tensor:
@@ -88,30 +109,31 @@ def corrupt_blocks(batch: BlockBatch, vocab_size: int, min_noise: float, generat
 
 
 def encode_clean(model, batch: BlockBatch) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:
-    """The causal encoder over the clean sequences: last hidden state [B, T, H], cache, positions."""
+    """The causal encoder over the clean sequences: last hidden state [B, T, H], cache, positions.
+
+    No padding mask is passed: rows are right-padded, so a real token never sees a later pad under
+    the causal mask, and without a mask SDPA runs its causal kernel, which skips the upper triangle.
+    The decoder's mask keeps the pads' cache entries out."""
     positions = torch.arange(batch.ids.shape[1], device=batch.ids.device).expand_as(batch.ids)  # [B, T]
     cache = DynamicCache(config=model.config.get_text_config())
-    out = model.model.encoder(
-        input_ids=batch.ids,
-        attention_mask=batch.valid.long(),
-        position_ids=positions,
-        past_key_values=cache,
-        use_cache=True,
-    )
+    out = model.model.encoder(input_ids=batch.ids, position_ids=positions, past_key_values=cache, use_cache=True)
     return out.last_hidden_state, cache, positions
 
 
-def select_rows(cache: DynamicCache, rows: torch.Tensor, config) -> DynamicCache:
-    """A new cache holding only some rows (detached), for the self-conditioning pass."""
+def crop_rows(cache: DynamicCache, rows: torch.Tensor | None, end: int, config) -> DynamicCache:
+    """A new cache of the first `end` positions of some rows (all rows when `rows` is None)."""
     sub = DynamicCache(config=config)
     for i, layer in enumerate(cache.layers):
-        sub.update(layer.keys[rows].detach(), layer.values[rows].detach(), i)
+        keys, values = layer.keys[..., :end, :], layer.values[..., :end, :]
+        if rows is not None:
+            keys, values = keys[rows], values[rows]
+        sub.update(keys, values, i)
     return sub
 
 
 def decode_blocks(model, cache, noisy: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                   sc_logits: torch.Tensor | None = None, sc_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """One decoder pass over all noised blocks; returns softcapped logits [B, T, V]."""
+    """One decoder pass over noised tokens with a ready mask; returns softcapped logits [B, Q, V]."""
     layer_masks = {kind: mask for kind in set(model.config.text_config.layer_types)}
     out = model.model.decoder(
         decoder_input_ids=noisy,
@@ -124,7 +146,25 @@ def decode_blocks(model, cache, noisy: torch.Tensor, mask: torch.Tensor, positio
     return softcapped_logits(model, out.last_hidden_state)
 
 
-def self_conditioning(model, cache, noisy, mask, positions, use: torch.Tensor) -> torch.Tensor | None:
+def decode_all(model, cache, noisy: torch.Tensor, batch: BlockBatch, positions: torch.Tensor, chunks: int,
+               rows: torch.Tensor | None = None, sc_logits=None, sc_mask=None) -> torch.Tensor:
+    """The decoder over every block of the rows (`rows`: a subset), in query chunks: [b, T, V]."""
+    config = model.config.get_text_config()
+    starts, valid = batch.block_start, batch.valid
+    if rows is not None:
+        starts, valid, noisy, positions = starts[rows], valid[rows], noisy[rows], positions[rows]
+    pieces = []
+    for lo, hi, keep_lo, keep_hi in chunk_bounds(starts, chunks):
+        sub = crop_rows(cache, rows, hi, config)
+        sc = None if sc_logits is None else sc_logits[:, lo:hi]
+        logits = decode_blocks(model, sub, noisy[:, lo:hi], block_mask(starts, valid, lo, hi), positions[:, lo:hi],
+                               sc, sc_mask)
+        pieces.append(logits[:, keep_lo - lo : keep_hi - lo])
+    return torch.cat(pieces, dim=1)
+
+
+def self_conditioning(model, cache, noisy, batch: BlockBatch, positions, use: torch.Tensor,
+                      chunks: int) -> torch.Tensor | None:
     """Logits of a no-grad first pass for the rows that use self-conditioning (others zero).
 
     Only those rows are run, so self-conditioning half of the time costs half a decoder pass."""
@@ -132,8 +172,7 @@ def self_conditioning(model, cache, noisy, mask, positions, use: torch.Tensor) -
     if rows.numel() == 0:
         return None
     with torch.no_grad():
-        sub = select_rows(cache, rows, model.config.get_text_config())
-        logits = decode_blocks(model, sub, noisy[rows], mask[rows], positions[rows])  # [b, T, V]
+        logits = decode_all(model, cache, noisy, batch, positions, chunks, rows=rows)  # [b, T, V]
         full = logits.new_zeros((noisy.shape[0], *logits.shape[1:]))  # [B, T, V]
         full[rows] = logits
     return full
@@ -149,7 +188,7 @@ def next_token_loss(model, hidden: torch.Tensor, batch: BlockBatch) -> torch.Ten
 
 def block_diffusion_loss(model, batch: BlockBatch, generator: torch.Generator,
                          cfg: ObjectiveConfig = ObjectiveConfig(), noisy: torch.Tensor | None = None,
-                         sc_use: torch.Tensor | None = None) -> LossParts:
+                         sc_use: torch.Tensor | None = None, chunks: int = 4) -> LossParts:
     """DiffusionGemma's objective on every block of every row, plus the next-token loss.
 
     `noisy` and `sc_use` (which rows self-condition) are drawn from `generator` unless given, so a
@@ -160,9 +199,9 @@ def block_diffusion_loss(model, batch: BlockBatch, generator: torch.Generator,
         noisy = corrupt_blocks(batch, vocab, cfg.min_noise, generator)  # [B, T]
     if sc_use is None:
         sc_use = (torch.rand(batch.ids.shape[0], generator=generator) < cfg.self_conditioning_prob).to(noisy.device)
-    mask = block_mask(batch.block_start, batch.valid)  # [B, 1, T, 2T]
-    sc_logits = self_conditioning(model, cache, noisy, mask, positions, sc_use)
-    logits = decode_blocks(model, cache, noisy, mask, positions, sc_logits, sc_use if sc_logits is not None else None)
+    sc_logits = self_conditioning(model, cache, noisy, batch, positions, sc_use, chunks)
+    logits = decode_all(model, cache, noisy, batch, positions, chunks, sc_logits=sc_logits,
+                        sc_mask=sc_use if sc_logits is not None else None)  # [B, T, V]
     ce = F.cross_entropy(logits.transpose(1, 2), batch.ids, reduction="none")  # [B, T]
     main = (ce * batch.weights).sum() / batch.weights.sum().clamp(min=1e-6)
     aux = next_token_loss(model, hidden, batch)

@@ -10,6 +10,7 @@ the training side (`split(with_tests=True)`), without the tests of the held-out 
 from __future__ import annotations
 
 import ast
+import sys
 import sysconfig
 import warnings
 from dataclasses import dataclass
@@ -168,3 +169,23 @@ def split(
         held_names = held_out_names()
         train_files += [f for f in read_sources(tests, root) if usable_test_file(f, held_names)]
     return train_files, read_sources(val, root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dg_engine.train.corpus build [--cache DIR] [--only NAME,...] [--skip-download]`.
+
+    The builder (downloads, rules, dedup, manifest) lives in `corpus_build.py`; this module stays
+    the light, dependency-free definition of the stdlib split that the rest of training imports.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "build":
+        print("usage: python -m dg_engine.train.corpus build [--cache DIR] [--only NAME,...]"
+              " [--skip-download] [--workers N]")
+        return 2
+    from .corpus_build import main as build_main
+
+    return build_main(args[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

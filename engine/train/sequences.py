@@ -119,9 +119,24 @@ class BlockSource:
         kind = self._kind(rng)
         if kind == "fim":
             example = self.fim.sample(rng, size * cfg.max_middle_blocks)
-            return fim_row(example, size, s.end_of_middle, s.pad, cfg, cfg.prompt_blocks)
+            return self._packed(fim_row(example, size, s.end_of_middle, s.pad, cfg, cfg.prompt_blocks), rng, size)
         stream = self.code if kind == "code" else self.prose
         return stream_row(stream, rng, cfg.seq_len, size)
+
+    def _packed(self, row: Row, rng: random.Random, size: int) -> Row:
+        """A FIM row filled up to `seq_len` with a window of code after a file separator.
+
+        Editor-sized prompts are mostly far shorter than a row, and a batch is as long as its
+        longest row, so without packing a third of every step was padding. The code after the
+        separator is another file, as in a prompt's cross-file chunks."""
+        free = self.config.seq_len - len(row.ids) - 1
+        if self.code is None or free < size:
+            return row
+        tail = stream_row(self.code, rng, free, size)
+        start = len(row.ids) + 1
+        starts = [len(row.ids)] + block_starts(start, len(tail.ids), size)
+        return Row(row.ids + [self.fmt.specials.file_separator] + tail.ids, row.block_start + starts,
+                   row.weights + [1.0] + tail.weights)
 
     def batch(self, seed: int, step: int, batch_size: int) -> BlockBatch:
         """The rows of one step: a pure function of (seed, step)."""

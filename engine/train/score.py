@@ -1,0 +1,55 @@
+"""Score an exported model on a fixed set of held-out holes: the number every training piece ends with.
+
+The long run is cut into pieces of a few hours; each piece ends by exporting the model and scoring
+it here on the same held-out holes (`tune.held_out_cases`, seed 0: the rest of a line, a whole
+line and random spans cut from the held-out standard-library modules, never trained on), with the
+sampler settings stored in the model. The row appended to `--out` (JSON Lines) joins the score to
+the training state (step, tokens seen, hours trained, held-out loss), which is what the README's
+quality-by-training-tokens table and curve are drawn from.
+
+    python -m dg_engine.train.score --model engine/embedded --state engine/train/state \\
+        --out benchmarks/results/training/pieces.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from .resume import read_state
+from .tune import held_out_cases, score
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import EngineConfig
+    from ..engine import load_engine
+
+    p = argparse.ArgumentParser(prog="python -m dg_engine.train.score", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="embedded")
+    p.add_argument("--cases", type=int, default=80)
+    p.add_argument("--state", default=None, help="the run's resume state, whose step and tokens go in the row")
+    p.add_argument("--val-loss", type=float, default=None, help="the held-out loss the run logged last")
+    p.add_argument("--note", default="")
+    p.add_argument("--out", default=None, help="append the row to this JSON Lines file")
+    args = p.parse_args(argv)
+    engine = load_engine(EngineConfig(model=args.model))
+    cases = held_out_cases(engine, args.cases)
+    d = engine.defaults
+    result = score(engine, cases, max_steps=d.max_steps, entropy_bound=d.entropy_bound, t_max=d.t_max,
+                   stability_threshold=d.stability_threshold)
+    state = read_state(Path(args.state)) if args.state else None
+    row = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "note": args.note, "val_loss": args.val_loss,
+           "step": state["step"] if state else None, "tokens": state.get("tokens") if state else None,
+           "hours": round(state["elapsed_s"] / 3600, 3) if state else None, **result}
+    print(json.dumps(row), flush=True)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.out, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
