@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-python test-editors test-vllm vscode bench bench-full bench-quick train clean
+.PHONY: setup demo test test-python test-editors test-vllm vscode bench bench-full bench-quick corpus train clean
 
 setup: $(STAMP)
 
@@ -49,8 +49,15 @@ bench-full: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.run --quick
 
+# The embedded model's long run, in pieces: `make train MINUTES=140` builds the corpus if needed
+# (a download of about 490 MB), trains that many minutes from the committed state, then exports.
+MINUTES ?= 140
+corpus: $(STAMP)
+	$(BIN)/python -m dg_engine.train.corpus build
+
 train: $(STAMP)
-	$(BIN)/python -m dg_engine.train --device auto
+	@test -f $${DG_LSP_CORPUS:-$$HOME/.cache/dg-lsp/corpus}/manifest.json || $(MAKE) corpus
+	$(BIN)/python -m dg_engine.train continue --minutes $(MINUTES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

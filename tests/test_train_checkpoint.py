@@ -116,3 +116,41 @@ def test_corpus_root_must_be_a_311_library(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse_args(["--out", "x", "--corpus-root", str(tmp_path)])
     assert "is not a CPython 3.11 Lib/ folder: no textwrap.py" in capsys.readouterr().err
+
+
+def _cli(tmp_path, *extra):
+    from dg_engine.train.__main__ import main
+
+    main(["--corpus", "stdlib", "--corpus-limit", "6", "--size", "tiny", "--seq-len", "192", "--batch-size", "2",
+          "--warmup", "2", "--val-every", "2", "--save-every", "2", "--threads", "1", "--no-progress",
+          "--out", str(tmp_path / "run"), "--export", str(tmp_path / "model"), *extra])
+
+
+def test_a_run_continues_from_the_committed_state_alone(tmp_path):
+    import shutil
+
+    from dg_engine.train.__main__ import main
+    from dg_engine.train.resume import read_state
+
+    _cli(tmp_path, "--steps", "3", "--save-state", str(tmp_path / "state"))
+    state = read_state(tmp_path / "state")
+    assert state["step"] == 3 and state["tokens"] > 0 and "--save-state" in state["argv"]
+    moments = load_file(str(tmp_path / "state" / "optimizer.safetensors"))
+    assert {v.dtype for k, v in moments.items() if k.endswith("exp_avg")} == {torch.bfloat16}
+    # A fresh clone has no run folder: only the export and the state travel.
+    shutil.rmtree(tmp_path / "run")
+    main(["continue", "--minutes", "5", "--state", str(tmp_path / "state"), "--out", str(tmp_path / "run"),
+          "--export", str(tmp_path / "model"), "--steps", "5", "--threads", "1"])
+    assert read_state(tmp_path / "state")["step"] == 5
+    rows = (tmp_path / "run" / "log.csv").read_text().splitlines()[1:]
+    assert int(rows[0].split(",")[0]) == 4  # it went on from step 3, not from scratch
+
+
+def test_a_state_from_another_model_is_refused(tmp_path, capsys):
+    _cli(tmp_path, "--steps", "2", "--save-state", str(tmp_path / "state"))
+    from dg_engine.train.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["continue", "--minutes", "1", "--state", str(tmp_path / "state"), "--out", str(tmp_path / "run2"),
+              "--export", str(tmp_path / "model"), "--size", "small"])
+    assert "does not match the run's model" in str(exc.value)

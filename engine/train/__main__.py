@@ -33,6 +33,9 @@ from .sequences import BlockSource, MixConfig
 from .tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 
 EMBEDDED_DIR = Path(__file__).resolve().parents[1] / "embedded"
+# Room for the largest middle (two blocks of 64) after a prompt of at least 48 tokens.
+MIDDLE_ROOM = 2 * 64
+MIN_SEQ_LEN = MIDDLE_ROOM + ExampleConfig.min_prompt_tokens
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -93,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         missing = [name for name in HELD_OUT if not (Path(args.corpus_root) / name).is_file()]
         if missing:
             p.error(f"--corpus-root {args.corpus_root} is not a CPython 3.11 Lib/ folder: no {missing[0]}")
+    if args.layout == "blocks" and args.seq_len < MIN_SEQ_LEN:
+        p.error(f"--seq-len must be at least {MIN_SEQ_LEN}: a row holds a prompt and two 64-token middle blocks")
     if args.resume_state and not args.export:
         p.error("--resume-state needs --export: the model it continues is the exported one")
     if args.bf16:
@@ -145,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         save_tokenizer(train_tokenizer(f.text for f in files), tok_dir)
     tokenizer = load_tokenizer(tok_dir)
     fmt = FimFormat(tokenizer, special_tokens(tokenizer))
-    max_prompt = min(args.max_prompt_tokens, args.seq_len - 2 * 64) if args.layout == "blocks" else args.max_prompt_tokens
+    max_prompt = min(args.max_prompt_tokens, args.seq_len - MIDDLE_ROOM) if args.layout == "blocks" else args.max_prompt_tokens
     examples = ExampleConfig(max_prompt_tokens=max_prompt, rename_prob=args.rename_prob)
     fim_source = ExampleSource(files, fmt, examples)
     source = fim_source

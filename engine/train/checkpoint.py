@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -96,9 +97,19 @@ def export_model(model, tokenizer, directory: Path, generation: dict) -> None:
 
     from .tokenizer import save_tokenizer
 
-    directory.mkdir(parents=True, exist_ok=True)
+    # Written beside the target and swapped in, so a reader (or a killed run) never sees a model
+    # directory with new weights and an old config.
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.new")
+    shutil.rmtree(tmp, ignore_errors=True)
     sampler = EntropyBoundSamplerConfig(entropy_bound=generation["entropy_bound"])
     rest = {k: v for k, v in generation.items() if k != "entropy_bound"}
     model.generation_config = DiffusionGemmaGenerationConfig(sampler_config=sampler, **rest)
-    model.save_pretrained(str(directory), safe_serialization=True)
-    save_tokenizer(tokenizer, directory)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    save_tokenizer(tokenizer, tmp)
+    old = directory.with_name(f".{directory.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if directory.exists():
+        os.replace(directory, old)
+    os.replace(tmp, directory)
+    shutil.rmtree(old, ignore_errors=True)
