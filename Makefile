@@ -50,7 +50,8 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.run --quick
 
 # The embedded model's long run, in pieces: `make train MINUTES=140` builds the corpus if needed
-# (a download of about 490 MB), trains that many minutes from the committed state, then exports.
+# (a download of about 490 MB), trains that many minutes from the committed state, then exports
+# to runs/export (score it with dg_engine.train.score before it replaces engine/embedded).
 MINUTES ?= 140
 corpus: $(STAMP)
 	$(BIN)/python -m dg_engine.train.corpus build

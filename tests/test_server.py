@@ -168,6 +168,31 @@ async def test_paragraph_rewrite_applies_a_workspace_edit(client):
     assert edits and all(2 <= e.range.start.line and e.range.end.line <= 3 for e in edits)
 
 
+async def test_commands_take_the_standard_parameter_shapes(client):
+    text = "# Title\n\nThis paragraph is the one\nthat gets rewritten.\n"
+    u = uri(client, "standard.md")
+    open_doc(client, u, text, language="markdown")
+    here = {"line": 2, "character": 3}
+    APPLIED.clear()
+    # TextDocumentPositionParams, as Helix, eglot or Zed send for a bound command.
+    result = await command(client, "dg.rewriteParagraph", {"textDocument": {"uri": u}, "position": here})
+    assert result["applied"] is True, result
+    code = "def add(a, b):\n    return \n"
+    cu = uri(client, "standard.py")
+    open_doc(client, cu, code)
+    at = {"line": 1, "character": 11}
+    for arg in ({"textDocument": {"uri": cu}, "position": at},
+                {"textDocument": {"uri": cu}, "range": {"start": at, "end": at}},
+                {"uri": cu, "position": at}):
+        result = await command(client, "dg.infill", arg)
+        assert "needs" not in result.get("message", ""), (arg, result)
+        assert result["applied"] is True or result["message"] == "the model had nothing to change", (arg, result)
+    digest = await command(client, "dg.documentHash", {"textDocument": {"uri": cu}})
+    assert digest is not None and digest == await command(client, "dg.documentHash", {"uri": cu})
+    bad = await command(client, "dg.infill", {"textDocument": {}, "position": at})
+    assert bad["applied"] is False and "textDocument" in bad["message"]
+
+
 async def test_invalid_settings_fall_back_with_a_message(client):
     client.messages.clear()
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(

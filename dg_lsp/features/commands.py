@@ -3,6 +3,11 @@
 The editor integrations call these from their own commands. Infill and rewrite run the model on
 the worker and apply the result themselves with workspace/applyEdit, returning whether it was
 applied; dg.status answers from the loop even while the worker is busy.
+
+Generic clients (Helix, eglot, Zed, Sublime LSP) bind a command to the standard parameter shapes,
+so every document command takes `TextDocumentPositionParams` (`{textDocument: {uri}, position}`)
+and `{textDocument: {uri}, range}` as well as the flat `{uri, position | range}`; `normalize`
+turns each into the flat form, and an infill at a position is an infill of the empty range there.
 """
 
 from __future__ import annotations
@@ -21,21 +26,47 @@ def _fail(message: str) -> Ready:
     return Ready({"applied": False, "message": message})
 
 
+USAGE = {
+    "dg.infill": "{textDocument: {uri}, position} or {textDocument: {uri}, range}, optionally with "
+                 "mode (fim, holes, body, rewrite) and instruction; or the flat {uri, range, mode}",
+    "dg.rewriteParagraph": "{textDocument: {uri}, position} or {uri, position}, optionally with instruction",
+    "dg.documentHash": "{textDocument: {uri}} or {uri}",
+}
+
+
+def normalize(arg) -> dict | None:
+    """The flat `{uri, position?, range?, ...}` form of a command argument, or None if it has no uri.
+
+    `{textDocument: {uri}}` becomes `uri`; an infill given only a position gets the empty range there."""
+    if not isinstance(arg, dict):
+        return None
+    flat = dict(arg)
+    document = flat.pop("textDocument", None)
+    if isinstance(document, dict) and isinstance(document.get("uri"), str) and "uri" not in flat:
+        flat["uri"] = document["uri"]
+    if not isinstance(flat.get("uri"), str):
+        return None
+    position = flat.get("position")
+    if "range" not in flat and isinstance(position, dict):
+        flat["range"] = {"start": position, "end": position}
+    return flat
+
+
 def prepare(server, command: str, args: list):
     if command == "dg.status":
         return Ready(server.status())
+    arg = normalize(args[0] if args else None)
     if command == "dg.documentHash":
         # Clients and benchmarks compare this with their own text to detect desyncs.
-        snapshot = server.documents.snapshot(args[0].get("uri")) if args and isinstance(args[0], dict) else None
+        snapshot = server.documents.snapshot(arg["uri"]) if arg else None
         return Ready(None if snapshot is None else {"version": snapshot.version, "sha256": snapshot.digest()})
-    arg = args[0] if args else None
-    if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str):
-        return _fail(f"{command} needs one argument: an object with 'uri'")
+    if arg is None:
+        return _fail(f"{command} needs one argument: {USAGE.get(command, 'an object with a uri')}")
     if command == "dg.rewriteParagraph":
         return _prepare_paragraph(server, arg)
     mode = arg.get("mode", "fim")
     if mode not in MODES or not isinstance(arg.get("range"), dict):
-        return _fail("dg.infill needs {uri, range, mode} with mode one of " + ", ".join(MODES))
+        return _fail(f"dg.infill needs {USAGE['dg.infill']}")
     instruction = arg.get("instruction") if isinstance(arg.get("instruction"), str) else None
     snapshot = common.usable_snapshot(server, arg["uri"])
     if snapshot is None:
@@ -59,10 +90,12 @@ def _prepare_paragraph(server, arg: dict):
     snapshot = common.usable_snapshot(server, arg["uri"])
     if snapshot is None:
         return _fail("the document is not open, too large or not text")
+    # A range (the standard shape some clients send for a selection) stands for its start.
+    at = arg.get("position") or (arg.get("range") or {}).get("start")
     try:
-        position = server.converter.structure(arg.get("position"), types.Position)
+        position = server.converter.structure(at, types.Position)
     except Exception:
-        return _fail("dg.rewriteParagraph needs {uri, position}")
+        return _fail(f"dg.rewriteParagraph needs {USAGE['dg.rewriteParagraph']}")
     offset = snapshot.codec(server.documents.encoding).offset(position)
     paragraph = paragraph_at(snapshot.text, offset, language_for(snapshot.language_id, snapshot.uri))
     if paragraph is None:

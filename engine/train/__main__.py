@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--export", default=None, help="write a model directory here when training ends")
     p.add_argument("--save-state", default=None, help="write the small resume state here when training ends")
     p.add_argument("--resume-state", default=None,
-                   help="start from this committed state and the --export model when --out has no checkpoint")
+                   help="start from this committed state when --out has no checkpoint")
     p.add_argument("--time-limit", type=float, default=None, help="minutes of training in all pieces together")
     p.add_argument("--save-every", type=int, default=250)
     p.add_argument("--val-every", type=int, default=250)
@@ -98,8 +98,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--corpus-root {args.corpus_root} is not a CPython 3.11 Lib/ folder: no {missing[0]}")
     if args.layout == "blocks" and args.seq_len < MIN_SEQ_LEN:
         p.error(f"--seq-len must be at least {MIN_SEQ_LEN}: a row holds a prompt and two 64-token middle blocks")
-    if args.resume_state and not args.export:
-        p.error("--resume-state needs --export: the model it continues is the exported one")
     if args.bf16:
         args.dtype = "bf16"
     if args.steps is None:
@@ -176,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     start = None
     if args.resume_state:
         try:
-            start = load_resume(Path(args.resume_state), Path(args.export), model)
+            start = load_resume(Path(args.resume_state), model)
         except ResumeError as exc:
             raise SystemExit(f"error: {exc}") from None
     print(f"{args.size} model: {count_parameters(model):,} parameters, {args.layout} layout, {len(files)} FIM files, "
@@ -194,7 +192,7 @@ def continue_run(argv: list[str]) -> None:
     p.add_argument("--minutes", type=float, required=True)
     p.add_argument("--state", default=str(STATE_DIR))
     p.add_argument("--out", default="runs/embedded")
-    p.add_argument("--export", default=str(EMBEDDED_DIR))
+    p.add_argument("--export", default="runs/export", help="the piece's model; copy it to engine/embedded when it scores better")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--device", default=None)
     args, extra = p.parse_known_args(argv)
