@@ -3,7 +3,9 @@
 Listing runs on the event loop and only asks tree-sitter which actions apply at the range. Each
 action carries its own `data` (uri, version, range, mode, options); resolve rebuilds the job from
 that data alone, runs the model on the worker, and returns the edit. A resolve for a document
-that changed since the action was offered returns no edit and says so.
+that changed since the action was offered returns no edit and says so. Clients that cannot
+resolve an action's edit (Emacs eglot 1.9, for one) get the same action as a `dg.infill` command
+instead, which runs the model and applies the edit with workspace/applyEdit.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ def available_modes(server, snapshot, start: int, end: int) -> list[tuple[str, i
     return modes
 
 
+def resolves_edits(server) -> bool:
+    """Whether the client resolves a code action's `edit` lazily (codeAction.resolveSupport)."""
+    caps = server.client_capabilities
+    action = caps.text_document.code_action if caps and caps.text_document else None
+    support = action.resolve_support if action else None
+    return bool(support and "edit" in (support.properties or []))
+
+
 def list_actions(server, params: types.CodeActionParams) -> list[types.CodeAction]:
     if server.host.engine is None:
         return []
@@ -62,13 +72,18 @@ def list_actions(server, params: types.CodeActionParams) -> list[types.CodeActio
     codec = snapshot.codec(server.documents.encoding)
     start, end = codec.offsets(params.range)
     wanted = params.context.only if params.context else None
+    lazy = resolves_edits(server)
     actions = []
     for mode, a, b in available_modes(server, snapshot, start, end):
         title, kind = TITLES[mode]
         if wanted and not any(str(kind).startswith(str(w)) for w in wanted):
             continue
         data = {"uri": snapshot.uri, "version": snapshot.version, "mode": mode, "range": _range_dict(codec, a, b)}
-        actions.append(types.CodeAction(title=f"DG: {title}", kind=kind, data=data))
+        if lazy:
+            actions.append(types.CodeAction(title=f"DG: {title}", kind=kind, data=data))
+        else:
+            command = types.Command(title=f"DG: {title}", command="dg.infill", arguments=[data])
+            actions.append(types.CodeAction(title=f"DG: {title}", kind=kind, command=command))
     return actions
 
 
