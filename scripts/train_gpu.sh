@@ -9,14 +9,15 @@
 # back), OUT_DIR/tuning.json, OUT_DIR/log.csv and OUT_DIR/score.jsonl. The learning rate follows
 # the piece's own clock (warm up, hold, anneal over the last fifth), so no probe is needed.
 #
-# The corpus is read from $DG_LSP_CORPUS (default ~/.cache/dg-lsp/corpus): build it with
-# `python -m dg_engine.train.corpus build` where the package registries are reachable, and copy
-# the folder (its documents/ and tokens/) to the GPU machine, which then needs no network.
+# The corpus is read from $DG_LSP_CORPUS (default ~/.cache/dg-lsp/corpus). A machine without
+# network gets it as one file: `python -m dg_engine.train.shards pack shards/corpus.jsonl.xz`
+# (at most 60 MB, a fixed sample of every source) where the corpus was built, carried along with
+# the working tree, and named by SHARDS=shards/corpus.jsonl.xz here; it is unpacked into OUT_DIR.
 # Needs torch with CUDA, transformers >= 5.23, tokenizers, safetensors, numpy; dg_engine is
 # imported from this checkout whether it is installed or not.
 # DEVICE=cpu TUNE_CASES=4 BATCH=2 with MINUTES=0.5 make a quick run on a machine without a GPU.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,18p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,19p "$0"; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$1
 minutes=$2
@@ -29,6 +30,11 @@ pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
 ln -s "$repo/engine" "$pkg/dg_engine"
 export PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}"
+
+if [ -n "${SHARDS:-}" ]; then
+    "$py" -m dg_engine.train.shards unpack "$SHARDS" "$out/corpus"
+    export DG_LSP_CORPUS="$out/corpus"
+fi
 
 # Work on copies, so that the checkout changes only when OUT_DIR is copied back.
 rm -rf "$out/model" "$out/state"
