@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, Gemma4VisionConfig
 
 
+# A logit cap so large that tanh(x / cap) * cap == x to 1e-4 for any logit a model produces;
+# training skips the tanh for it (objective.softcapped_logits).
+UNCAPPED = 10_000.0
+
+
 @dataclass(frozen=True)
 class ModelSize:
     """The text backbone's shape; everything else is fixed by `build_config`."""
@@ -23,10 +28,11 @@ class ModelSize:
     head_dim: int
     intermediate_size: int
     moe_intermediate_size: int
-    # Gemma's tanh cap on the output logits. The base size goes without: a model this small rarely
-    # reaches logits where the cap bends, and over a 4k vocabulary on every token the tanh, its
-    # backward and their fp32 temporaries were a tenth of a training step on the CPU.
-    logit_softcap: float | None = 30.0
+    # Gemma's tanh cap on the output logits. The base size goes without (UNCAPPED: transformers'
+    # forward always applies a cap, and one this large bends no logit by more than 1e-4): a model
+    # this small rarely reaches logits where 30 bends, and over a 4k vocabulary on every token the
+    # tanh, its backward and their fp32 temporaries were a tenth of a training step on the CPU.
+    logit_softcap: float = 30.0
 
 
 SIZES: dict[str, ModelSize] = {
@@ -36,7 +42,7 @@ SIZES: dict[str, ModelSize] = {
     "small": ModelSize(192, 3, 3, 1, 64, 512, 96),
     # The block-parallel run's size: the largest whose inline fill (8 decoder passes over a 2k-token
     # cached context) stays near 100 ms on two fp32 cores (engine/train/README.md has the table).
-    "base": ModelSize(256, 4, 4, 1, 64, 1024, 128, logit_softcap=None),
+    "base": ModelSize(256, 4, 4, 1, 64, 1024, 128, logit_softcap=UNCAPPED),
     # For a GPU run with more budget; still small enough to serve on a CPU, just slower.
     "large": ModelSize(512, 8, 8, 2, 64, 1536, 256),
 }

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from .examples import Example
+from .model import UNCAPPED
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def softcapped_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The lm_head with the final logit softcapping the model applies to its own outputs."""
     cap = model.config.text_config.final_logit_softcapping
     logits = model.lm_head(hidden).float()
-    if cap is None:
+    if cap is None or cap >= UNCAPPED:
         return logits
     return torch.tanh(logits / cap) * cap
 
