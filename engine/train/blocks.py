@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from .objective import LossParts, ObjectiveConfig, softcapped_logits
+from .objective import LossParts, ObjectiveConfig, decoder_logits, softcapped_logits
 
 
 @dataclass
@@ -135,15 +135,7 @@ def decode_blocks(model, cache, noisy: torch.Tensor, mask: torch.Tensor, positio
                   sc_logits: torch.Tensor | None = None, sc_mask: torch.Tensor | None = None) -> torch.Tensor:
     """One decoder pass over noised tokens with a ready mask; returns softcapped logits [B, Q, V]."""
     layer_masks = {kind: mask for kind in set(model.config.text_config.layer_types)}
-    out = model.model.decoder(
-        decoder_input_ids=noisy,
-        past_key_values=cache,
-        self_conditioning_logits=sc_logits,
-        self_conditioning_mask=sc_mask,
-        decoder_attention_mask=layer_masks,
-        decoder_position_ids=positions,
-    )
-    return softcapped_logits(model, out.last_hidden_state)
+    return decoder_logits(model, cache, noisy, layer_masks, positions, sc_logits, sc_mask)
 
 
 def decode_all(model, cache, noisy: torch.Tensor, batch: BlockBatch, positions: torch.Tensor, chunks: int,

@@ -155,12 +155,19 @@ def decode_canvas(model, cache, batch: Batch, noisy: torch.Tensor, sc_logits=Non
     c = noisy.shape[1]
     decoder_mask = torch.cat([batch.attention_mask, torch.ones_like(noisy)], dim=1)  # [B, L+C]
     positions = batch.prompt_lengths[:, None] + torch.arange(c, device=noisy.device)[None, :]  # [B, C]
+    return decoder_logits(model, cache, noisy, decoder_mask, positions, sc_logits, sc_mask)
+
+
+def decoder_logits(model, cache, noisy: torch.Tensor, mask, positions: torch.Tensor, sc_logits=None,
+                   sc_mask=None) -> torch.Tensor:
+    """The decoder over `noisy` against the cache, with a 2D padding mask or per-layer 4D masks
+    and explicit positions; returns softcapped logits [B, Q, V]."""
     out = model.model.decoder(
         decoder_input_ids=noisy,
         past_key_values=cache,
         self_conditioning_logits=sc_logits,
         self_conditioning_mask=sc_mask,
-        decoder_attention_mask=decoder_mask,
+        decoder_attention_mask=mask,
         decoder_position_ids=positions,
     )
     return softcapped_logits(model, out.last_hidden_state)
