@@ -29,6 +29,7 @@ from .examples import ExampleConfig, ExampleSource
 from .loop import TrainConfig, keep_freed_memory, resolve_dtype, train
 from .model import SIZES, build_model, count_parameters
 from .resume import STATE_DIR, ResumeError, load_resume, read_state, save_resume
+from .edits import EditSource
 from .sequences import BlockSource, MixConfig
 from .tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 
@@ -60,6 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seq-len", type=int, default=MixConfig.seq_len, help="tokens per block-parallel row")
     p.add_argument("--fim-share", type=float, default=MixConfig.fim_share)
     p.add_argument("--prose-share", type=float, default=MixConfig.prose_share)
+    p.add_argument("--edit-share", type=float, default=MixConfig.edit_share,
+                   help="share of rows that are edit traces (next-edit suggestions)")
     p.add_argument("--max-prompt-tokens", type=int, default=768)
     p.add_argument("--canvas-draws", type=int, default=1,
                    help="noisy copies of each canvas per prompt, at stratified noise levels (canvas layout)")
@@ -90,8 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--canvas-draws must be at least 1")
     if not 0.0 <= args.rename_prob <= 1.0:
         p.error("--rename-prob must be between 0 and 1")
-    if not (0.0 <= args.fim_share <= 1.0 and 0.0 <= args.prose_share <= 1.0 - args.fim_share):
-        p.error("--fim-share and --prose-share must be shares that add up to at most 1")
+    shares = (args.fim_share, args.prose_share, args.edit_share)
+    if not (all(0.0 <= x <= 1.0 for x in shares) and sum(shares) <= 1.0 + 1e-9):
+        p.error("--fim-share, --prose-share and --edit-share must be shares that add up to at most 1")
     if args.corpus_root:
         missing = [name for name in HELD_OUT if not (Path(args.corpus_root) / name).is_file()]
         if missing:
@@ -158,8 +162,10 @@ def main(argv: list[str] | None = None) -> None:
         sep = fmt.specials.file_separator
         code = load_stream(tokenizer, "python", sep, cache) if cache else None
         prose = load_stream(tokenizer, "prose", sep, cache) if cache else None
-        mix = MixConfig(seq_len=args.seq_len, fim_share=args.fim_share, prose_share=args.prose_share)
-        source = BlockSource(fim_source, code, prose, mix)
+        mix = MixConfig(seq_len=args.seq_len, fim_share=args.fim_share, prose_share=args.prose_share,
+                        edit_share=args.edit_share)
+        edits = EditSource.from_examples(fim_source) if args.edit_share > 0 else None
+        source = BlockSource(fim_source, code, prose, mix, edits)
         print(f"streams: {0 if code is None else len(code):,} code tokens, "
               f"{0 if prose is None else len(prose):,} prose tokens", flush=True)
     # Validation always reads the held-out code as written.

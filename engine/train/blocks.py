@@ -38,12 +38,16 @@ class BlockBatch:
     block_start: torch.Tensor  # [B, T] long: first position of the token's block
     weights: torch.Tensor  # [B, T] float: diffusion-loss weight (0: the token is never noised)
     ntp: torch.Tensor  # [B, T] bool: the token is a next-token target (predicted from t-1)
+    # [B, T] long, edit traces only: the stale token standing at each position at inference, -1
+    # where none does (see `edits.py`); None when no row of the batch has one.
+    stale: torch.Tensor | None = None
 
     def _tensors(self) -> tuple[torch.Tensor, ...]:
         return (self.ids, self.valid, self.block_start, self.weights, self.ntp)
 
     def to(self, device: torch.device | str) -> "BlockBatch":
-        return BlockBatch(*(t.to(device) for t in self._tensors()))
+        stale = None if self.stale is None else self.stale.to(device)
+        return BlockBatch(*(t.to(device) for t in self._tensors()), stale=stale)
 
     @property
     def num_tokens(self) -> int:
@@ -100,12 +104,22 @@ def noise_levels(block_start: torch.Tensor, min_noise: float, generator: torch.G
     return min_noise + (1 - min_noise) * per_block
 
 
-def corrupt_blocks(batch: BlockBatch, vocab_size: int, min_noise: float, generator: torch.Generator) -> torch.Tensor:
-    """Uniform-state noise on the tokens with a diffusion weight; the others stay clean: [B, T]."""
+def corrupt_blocks(batch: BlockBatch, vocab_size: int, min_noise: float, generator: torch.Generator,
+                   stale_prob: float = 0.5) -> torch.Tensor:
+    """Uniform-state noise on the tokens with a diffusion weight; the others stay clean: [B, T].
+
+    In `stale_prob` of the rows that have stale tokens (edit traces), every position not drawn for
+    noise holds its stale token: the canvas looks as it does at inference, seeded with the text
+    the edit made out of date, and the model learns to find and fix what no longer fits."""
     t = noise_levels(batch.block_start, min_noise, generator)
     replace = (torch.rand(batch.ids.shape, generator=generator).to(t.device) < t) & (batch.weights > 0)
     noise = torch.randint(0, vocab_size, batch.ids.shape, generator=generator).to(batch.ids.device)
-    return torch.where(replace, noise, batch.ids)
+    noisy = torch.where(replace, noise, batch.ids)
+    if batch.stale is None:
+        return noisy
+    rows = (torch.rand(batch.ids.shape[0], generator=generator) < stale_prob).to(t.device)  # [B]
+    use = rows[:, None] & (batch.stale >= 0) & ~replace & (batch.weights > 0)
+    return torch.where(use, batch.stale, noisy)
 
 
 def encode_clean(model, batch: BlockBatch) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:

@@ -52,6 +52,8 @@ class Example:
     chunks: list[str]
     prompt_ids: list[int]
     canvas_ids: list[int]
+    # Edit traces only: the current token standing in each canvas position's place (-1: none).
+    stale_ids: list[int] | None = None
 
 
 @dataclass

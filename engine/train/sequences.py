@@ -1,12 +1,14 @@
 """Training rows for the block-parallel objective: FIM holes, code and prose, cut into blocks.
 
-Three kinds of row share one batch, each a whole sequence whose every token carries a loss:
+Four kinds of row share one batch, each a whole sequence whose every token carries a loss:
 
 * a suffix-first FIM example (`ExampleSource`, the editor-shaped holes the engine is asked to
   fill) laid out as `prompt | middle blocks`: the middle's blocks start right after
   `<fim_middle>`, as the engine's canvases do, and end with `<fim_end>` and padding;
 * a window of the code stream (plain continuation: blocks from position 0);
-* a window of the prose stream (documentation paragraphs, for the paragraph rewrite).
+* a window of the prose stream (documentation paragraphs, for the paragraph rewrite);
+* an edit trace (`edits.py`): recent edits as chunks, a window as the middle, its stale tokens
+  kept for the noise (next-edit suggestions).
 
 Everything a step draws comes from a `random.Random` seeded by (seed, step), so a resumed run
 sees the batches an uninterrupted one would have.
@@ -21,6 +23,7 @@ import numpy as np
 import torch
 
 from .blocks import BlockBatch
+from .edits import EditSource
 from .examples import Example, ExampleSource
 from .objective import canvas_weights
 
@@ -34,7 +37,10 @@ class MixConfig:
     block_weights: tuple[float, ...] = (0.25, 0.5, 0.25)
     fim_share: float = 0.5
     prose_share: float = 0.1
+    edit_share: float = 0.1
     max_middle_blocks: int = 2
+    # Next-edit windows are longer than a hole: up to about 16 lines.
+    max_edit_tokens: int = 160
     # The FIM prompt's own blocks are denoised too: they are code like any other, and otherwise
     # the decoder's pass over them would be spent for nothing.
     prompt_blocks: bool = True
@@ -48,6 +54,7 @@ class Row:
     ids: list[int]
     block_start: list[int]
     weights: list[float]
+    stale: list[int] | None = None  # edit traces: the stale token at each position, -1 for none
 
 
 def block_starts(start: int, length: int, size: int) -> list[int]:
@@ -76,7 +83,9 @@ def fim_row(example: Example, size: int, end_id: int, pad_id: int, cfg: MixConfi
     else:
         starts = list(range(len(prompt)))  # never noised: each its own block
         prompt_weights = [0.0] * len(prompt)
-    return Row(prompt + middle, starts + block_starts(len(prompt), len(middle), size), prompt_weights + weights)
+    stale = None if example.stale_ids is None else [-1] * len(prompt) + example.stale_ids[: len(middle)]
+    return Row(prompt + middle, starts + block_starts(len(prompt), len(middle), size), prompt_weights + weights,
+               stale)
 
 
 def collate_rows(rows: list[Row], pad_id: int, seq_len: int | None = None) -> BlockBatch:
@@ -95,28 +104,43 @@ def collate_rows(rows: list[Row], pad_id: int, seq_len: int | None = None) -> Bl
         weights[i, :n] = torch.tensor(r.weights[:n])
     # A canvas's padding after <fim_end> is a diffusion target but not text to continue.
     ntp = valid & (ids != pad_id)
-    return BlockBatch(ids, valid, starts, weights, ntp)
+    stale = None
+    if any(r.stale is not None for r in rows):
+        stale = torch.full((b, width), -1, dtype=torch.long)
+        for i, r in enumerate(rows):
+            if r.stale is not None:
+                n = min(len(r.stale), width)
+                stale[i, :n] = torch.tensor(r.stale[:n])
+    return BlockBatch(ids, valid, starts, weights, ntp, stale)
 
 
 class BlockSource:
     """Draws block-parallel batches from FIM holes and the code and prose streams."""
 
     def __init__(self, fim: ExampleSource, code: np.ndarray | None, prose: np.ndarray | None,
-                 config: MixConfig = MixConfig()):
-        self.fim, self.code, self.prose, self.config = fim, code, prose, config
+                 config: MixConfig = MixConfig(), edits: EditSource | None = None):
+        self.fim, self.code, self.prose, self.config, self.edits = fim, code, prose, config, edits
         self.fmt = fim.fmt
 
     def _kind(self, rng: random.Random) -> str:
-        r = rng.random()
-        if r < self.config.fim_share or (self.code is None and self.prose is None):
+        cfg, r = self.config, rng.random()
+        if r < cfg.fim_share or (self.code is None and self.prose is None):
             return "fim"
-        if r < self.config.fim_share + self.config.prose_share and self.prose is not None:
+        if r < cfg.fim_share + cfg.prose_share and self.prose is not None:
             return "prose"
+        if r < cfg.fim_share + cfg.prose_share + cfg.edit_share and self.edits is not None:
+            return "edit"
         return "code" if self.code is not None else "prose"
 
     def row(self, rng: random.Random, size: int) -> Row:
         cfg, s = self.config, self.fmt.specials
         kind = self._kind(rng)
+        if kind == "edit":
+            example = self.edits.sample(rng, cfg.max_edit_tokens, size)
+            if example is not None:
+                row = fim_row(example, size, s.end_of_middle, s.pad, cfg, cfg.prompt_blocks)
+                return self._packed(row, rng, size)
+            kind = "fim"  # no file of this draw had an edit of the drawn kinds
         if kind == "fim":
             example = self.fim.sample(rng, size * cfg.max_middle_blocks)
             return self._packed(fim_row(example, size, s.end_of_middle, s.pad, cfg, cfg.prompt_blocks), rng, size)
@@ -135,8 +159,9 @@ class BlockSource:
         tail = stream_row(self.code, rng, free, size)
         start = len(row.ids) + 1
         starts = [len(row.ids)] + block_starts(start, len(tail.ids), size)
+        stale = None if row.stale is None else row.stale + [-1] * (1 + len(tail.ids))
         return Row(row.ids + [self.fmt.specials.file_separator] + tail.ids, row.block_start + starts,
-                   row.weights + [1.0] + tail.weights)
+                   row.weights + [1.0] + tail.weights, stale)
 
     def batch(self, seed: int, step: int, batch_size: int) -> BlockBatch:
         """The rows of one step: a pure function of (seed, step)."""
