@@ -17,20 +17,27 @@ def _tokens(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
-def minimal_edits(old: str, new: str, base: int = 0) -> list[tuple[int, int, str]]:
-    """Edits that turn `old` (which starts at offset `base`) into `new`, in document order."""
+def _starts(tokens: list[str]) -> list[int]:
+    starts = [0]
+    for tok in tokens:
+        starts.append(starts[-1] + len(tok))
+    return starts
+
+
+def edit_spans(old: str, new: str) -> list[tuple[int, int, int, int]]:
+    """The changed pieces as (old start, old end, new start, new end), in document order."""
     if old == new:
         return []
     a, b = _tokens(old), _tokens(new)
-    starts_a = [0]
-    for tok in a:
-        starts_a.append(starts_a[-1] + len(tok))
-    edits = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        edits.append((base + starts_a[i1], base + starts_a[i2], "".join(b[j1:j2])))
-    return edits
+    sa, sb = _starts(a), _starts(b)
+    return [(sa[i1], sa[i2], sb[j1], sb[j2])
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
+def minimal_edits(old: str, new: str, base: int = 0) -> list[tuple[int, int, str]]:
+    """Edits that turn `old` (which starts at offset `base`) into `new`, in document order."""
+    return [(base + a0, base + a1, new[b0:b1]) for a0, a1, b0, b1 in edit_spans(old, new)]
 
 
 def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:

@@ -20,7 +20,8 @@ from typing import Any, Callable
 from lsprotocol import types
 
 from .features.base import Ready, WorkerFeature  # noqa: F401  (re-exported)
-from .features import code_actions, commands, completion, configuration, inlay_hints, inline, lifecycle, text_sync
+from .features import (code_actions, commands, completion, configuration, inlay_hints, inline, lifecycle, next_edit,
+                       text_sync)
 
 
 class Policy(enum.Enum):
@@ -58,6 +59,8 @@ ROUTES: tuple[Route, ...] = (
     Route(types.TEXT_DOCUMENT_COMPLETION, completion.FEATURE, Policy.LATEST,
           "the completion fallback is ghost text in a list: only the newest request matters",
           types.CompletionOptions(resolve_provider=False)),
+    Route("dg/nextEdit", next_edit.FEATURE, Policy.LATEST,
+          "asked after each pause in typing: only the newest suggestion for a document is worth computing"),
     Route(types.TEXT_DOCUMENT_CODE_ACTION, code_actions.list_actions, Policy.LOOP,
           "listing actions is cheap tree-sitter work; the model runs only when one is resolved",
           types.CodeActionOptions(

@@ -67,6 +67,15 @@ class Scheduler:
 
         return asyncio.wrap_future(self._pool.submit(run)), token
 
+    def cancel(self, key: Hashable, reason: str) -> bool:
+        """Cancel the queued or running job submitted under `key`; returns whether there was one."""
+        with self._lock:
+            token = self._latest.get(key)
+        if token is None or token.is_cancelled():
+            return False
+        token.cancel(reason)
+        return True
+
     async def run(self, fn: Callable[[CancelToken], Any], supersedes: Hashable | None = None) -> Any:
         """Await a job; if the awaiting handler is cancelled, the job's token is cancelled too."""
         future, token = self.submit(fn, supersedes=supersedes)

@@ -25,7 +25,9 @@ from . import __version__, lifetime
 from .confidence import ConfidenceTracker
 from .crossfile import ChunkIndex, inside, uri_path
 from .documents import DocumentStore
+from .edit_history import EditHistory
 from .engine_host import EngineHost
+from .features.next_edit import NextEdits
 from .fill import ResultCache
 from .progress import progress
 from .protocol import DgProtocol, install_test_faults
@@ -52,6 +54,8 @@ class DgServer(LanguageServer):
         self.chunks = ChunkIndex()
         self.shown: dict = {}
         self.confidence = ConfidenceTracker()
+        self.history = EditHistory()
+        self.next_edits = NextEdits(self)
         self.typeahead_hits = 0
         self.last_fill: dict = {}  # what the most recent fill did, shown by dg.status
         self.folders: list[Path] = []
@@ -142,6 +146,7 @@ class DgServer(LanguageServer):
             "lastEngineError": self.engine_failure,
             "lastFill": self.last_fill,
             "positionEncoding": self.documents.encoding,
+            "nextEdit": self.next_edits.status(),
             "settings": {"candidates": self.settings.candidates, "contextBudget": self.settings.context_budget,
                          "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts,
                          "syntaxRepair": self.settings.syntax_repair, "repairRounds": self.settings.repair_rounds,
@@ -227,7 +232,11 @@ class DgServer(LanguageServer):
 
     def on_document_changed(self, uri: str, edits: list[tuple[int, int, int]]) -> None:
         snapshot = self.documents.snapshot(uri)
-        if snapshot is not None and self.confidence.edited(uri, edits, snapshot.text):
+        if snapshot is None:
+            return
+        self.history.changed(uri, snapshot.text, edits)
+        self.next_edits.changed(uri)
+        if self.confidence.edited(uri, edits, snapshot.text):
             self.publish_confidence(uri)
 
     # --- Messages -------------------------------------------------------------------------------

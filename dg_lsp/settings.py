@@ -47,6 +47,10 @@ class Settings:
     repair_rounds: int = 2
     variable_length: bool = True
     joint_holes: bool = True
+    # Next-edit suggestions: computed after the user pauses this long, shown above this confidence.
+    next_edit_enabled: bool = True
+    next_edit_debounce_ms: int = 300
+    next_edit_min_confidence: float = 0.5
 
     def update(self, values: Mapping[str, Any], trusted: bool = True) -> tuple["Settings", list[str]]:
         """A copy with `values` applied; returns it and one message per rejected value."""
@@ -92,7 +96,7 @@ def _snake(key: str) -> str:
 def _check(name: str, value: Any, current: Any) -> tuple[bool, Any]:
     if name == "confidence_display":
         return value in CONFIDENCE_DISPLAYS, value
-    if name == "confidence_threshold":
+    if name in ("confidence_threshold", "next_edit_min_confidence"):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0
         return ok, float(value) if ok else value
     if name == "candidates":

@@ -74,6 +74,9 @@ def list_actions(server, params: types.CodeActionParams) -> list[types.CodeActio
     wanted = params.context.only if params.context else None
     lazy = resolves_edits(server)
     actions = []
+    suggested = server.next_edits.action(snapshot)
+    if suggested is not None and (not wanted or any(str(suggested.kind).startswith(str(w)) for w in wanted)):
+        actions.append(suggested)
     for mode, a, b in available_modes(server, snapshot, start, end):
         title, kind = TITLES[mode]
         if wanted and not any(str(kind).startswith(str(w)) for w in wanted):

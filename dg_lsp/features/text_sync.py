@@ -11,6 +11,7 @@ from lsprotocol import types
 
 def did_open(server, params: types.DidOpenTextDocumentParams) -> None:
     server.documents.open(params.text_document)
+    server.history.open(params.text_document.uri, params.text_document.text)
     server.chunks.reopened(params.text_document.uri)
 
 
@@ -29,3 +30,5 @@ def did_close(server, params: types.DidCloseTextDocumentParams) -> None:
     server.chunks.retire(server.documents.snapshot(uri))
     server.documents.close(uri)
     server.confidence.clear(uri)
+    server.history.close(uri)
+    server.next_edits.closed(uri)

@@ -1,0 +1,150 @@
+"""Next-edit suggestions: after an edit, the edits it implies, as a seeded rewrite of a window.
+
+The pipeline, run on the compute worker from a `NextEditJob` captured on the loop:
+
+1. windows: the lines around the latest edit, then (when the model proposes nothing there) the
+   next place the edit implies a change in: another use of a name the edit removed, a call of a
+   `def` whose parameters changed, or the imports when the edit used a name defined nowhere;
+2. for each window, `Engine.fill` with the window as the seed, the recent edits as diff-hunk
+   chunks (`dg_engine.nextedit`, the format the model was trained on) and the text around;
+3. the rewritten window diffed into minimal edits, each with the lowest confidence of the
+   tokens it writes, then gated: edits below the confidence bar, edits inside what the user just
+   typed, and any suggestion that would redo an undone change are dropped.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+import time
+from dataclasses import dataclass, field
+
+from dg_engine import FillRequest
+from dg_engine.nextedit import Hunk, edit_chunks, line_hunks, split_window, window_lines
+
+from .documents import Snapshot
+from .edit_history import Pair, pair
+from .edits import edit_spans
+from .fill import CHARS_PER_TOKEN
+from .settings import Settings
+
+# A window of at most this many tokens (estimated): the size the model's traces were cut to.
+WINDOW_TOKENS = 160
+MAX_WINDOWS = 2
+NAME = re.compile(r"[A-Za-z_]\w*")
+IMPORT = re.compile(r"^\s*(import|from)\s+\S")
+# Names no import provides: a use of one never points at the imports.
+LANGUAGE_NAMES = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {"self", "cls"}
+
+
+@dataclass(frozen=True)
+class NextEditJob:
+    snapshot: Snapshot
+    offset: int
+    hunks: tuple[Hunk, ...]
+    undone: frozenset[Pair]
+    settings: Settings
+
+
+@dataclass
+class Suggestion:
+    uri: str
+    version: int
+    edits: list[tuple[int, int, str, float]]  # (start, end, new text, confidence), document order
+    confidence: float
+    latency_ms: float = 0.0
+    window: tuple[int, int] = (0, 0)
+    trace: dict = field(default_factory=dict)
+
+
+def _names(lines) -> set[str]:
+    return {m.group(0) for line in lines for m in NAME.finditer(line)}
+
+
+def _first_line_with(lines: list[str], names: set[str], skip: range, pattern: str = r"\b{}\b") -> int | None:
+    if not names:
+        return None
+    found = re.compile("|".join(pattern.format(re.escape(n)) for n in sorted(names)))
+    hits = [i for i, line in enumerate(lines) if i not in skip and found.search(line)]
+    after = [i for i in hits if i >= skip.stop]
+    return (after or hits or [None])[0]
+
+
+def anchors(text: str, hunks: tuple[Hunk, ...], cursor_line: int) -> list[int]:
+    """Lines to centre windows on: the latest edit first, then where it implies a change."""
+    lines = text.splitlines()
+    if not hunks:
+        return [cursor_line]
+    h = hunks[-1]
+    out = [h.line_after]
+    first = window_lines(len(lines), h.line_after)
+    removed = _names(h.before) - _names(h.after)
+    added = _names(h.after) - _names(h.before)
+    changed_defs = {m.group(1) for line in h.after for m in re.finditer(r"\bdef\s+([A-Za-z_]\w*)\s*\(", line)}
+    elsewhere = _first_line_with(lines, removed, first) if removed else None
+    calls = _first_line_with(lines, changed_defs, first, r"\b{}\s*\(") if changed_defs and h.before else None
+    imports = [i for i, line in enumerate(lines) if IMPORT.match(line)]
+    import_line = None
+    if imports:
+        def where(name: str) -> set[int]:
+            return {i for i, line in enumerate(lines) if re.search(rf"\b{re.escape(name)}\b", line)}
+
+        undefined = {n for n in added - LANGUAGE_NAMES if not where(n) - set(h.new_lines)}
+        unused = {n for n in removed if where(n) and where(n) <= set(imports)}
+        if undefined or unused:
+            import_line = imports[0]
+    for line in (calls, elsewhere, import_line):
+        if line is not None and line not in out:
+            out.append(line)
+    return out
+
+
+def fit(lines: list[str], window: range, tokens: int = WINDOW_TOKENS) -> range:
+    """The window shortened from its end until its estimated tokens fit."""
+    stop = window.stop
+    while stop > window.start + 1 and sum(len(lines[i]) for i in range(window.start, stop)) / CHARS_PER_TOKEN > tokens:
+        stop -= 1
+    return range(window.start, stop)
+
+
+def _edit_confidence(cand, b0: int, b1: int) -> float:
+    """The lowest confidence of the tokens written in [b0, b1) (the neighbours of a deletion)."""
+    touched = [p for (a, b), p in zip(cand.token_offsets, cand.confidences) if a < max(b1, b0 + 1) and b > b0 - (b0 == b1)]
+    return min(touched) if touched else 0.0
+
+
+def suggest(engine, job: NextEditJob, cancel) -> Suggestion | None:
+    """The best suggestion over the job's windows, or None when nothing passes the gates."""
+    started = time.perf_counter()
+    text = job.snapshot.text
+    lines = text.splitlines(keepends=True)
+    cursor_line = text.count("\n", 0, job.offset)
+    latest = job.hunks[-1].new_lines if job.hunks else range(0)
+    chunks = edit_chunks(list(job.hunks))
+    budget = int(job.settings.context_budget * CHARS_PER_TOKEN)
+    tried = []
+    for anchor in anchors(text, job.hunks, cursor_line)[:MAX_WINDOWS]:
+        window = fit(lines, window_lines(len(lines), anchor))
+        prefix, seed, suffix = split_window(text, window)
+        start = len(prefix)
+        request = FillRequest(prefix=prefix[-budget * 3 // 4:], suffix=suffix[: budget // 4], chunks=chunks,
+                              seed_text=seed, max_steps=job.settings.engine.max_steps, reuse_cache=True)
+        cand = engine.fill(request, cancel=cancel).candidates[0]
+        tried.append(anchor)
+        new = cand.text
+        if any(pair(h.before, h.after) in job.undone for h in line_hunks(seed, new)):
+            continue  # it would redo what the user undid
+        edits = []
+        for a0, a1, b0, b1 in edit_spans(seed, new):
+            line = text.count("\n", 0, start + a0)
+            if line in latest and text.count("\n", 0, start + a1) in latest:
+                continue  # never rewrite what the user has just typed
+            conf = _edit_confidence(cand, b0, b1)
+            if conf >= job.settings.next_edit_min_confidence:
+                edits.append((start + a0, start + a1, new[b0:b1], conf))
+        if edits:
+            return Suggestion(job.snapshot.uri, job.snapshot.version, edits, min(e[3] for e in edits),
+                              (time.perf_counter() - started) * 1000, (start, start + len(seed)),
+                              {"windows": tried})
+    return None
