@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-OWN = ("typing", "decode", "kv_reuse", "memory", "gpu")
+OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit")
 OTHERS = ("quality", "reliability", "features")  # written alongside; run when present
 # Benchmarks whose --model means the diffusion model under test (gpu's means the tokens/s model).
 TAKES_MODEL = set(OWN) | {"features"}
@@ -35,6 +35,7 @@ STANDARD = {
     "memory": ["--requests", "300", "--warmup", "50"],
     "quality": ["--limit", "8", "--heldout", "24"],
     "features": ["--cases", "4", "--humaneval", "3"],
+    "next_edit": ["--per-kind", "10"],
     "reliability": ["--standard"],
 }
 

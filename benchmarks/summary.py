@@ -18,7 +18,9 @@ from pathlib import Path
 
 from .common import RESULTS
 
-NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "quality", "reliability")
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "quality", "reliability")
+# The next-edit targets: right share per kind (renames, the rest), precision of what is shown, p50.
+NEXT_EDIT_TARGETS = {"rename": 0.5, "other": 0.3, "precision": 0.8, "p50_ms": 300.0}
 
 
 def load(results: Path, quick: bool) -> dict[str, dict]:
@@ -128,9 +130,26 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
                 rows.append(("gpu", f"{key} step latency extrapolated to {e['layers']} layers, {e['context']} context", f"{e['step_ms_p50']:.1f} ms", "", None))
         if "tokens_per_s" in d.get("embedded", {}):
             rows.append(("gpu", f"embedded model tokens/s ({d['embedded']['device']})", f"{d['embedded']['tokens_per_s']:.0f}", "", None))
+    if "next_edit" in r:
+        rows += next_edit_rows(r["next_edit"])
     for name in ("quality", "reliability"):
         if name in r:
             rows += other_rows(name, r[name])
+    return rows
+
+
+def next_edit_rows(d: dict) -> list[tuple]:
+    t, rows = NEXT_EDIT_TARGETS, []
+    for kind, k in d["kinds"].items():
+        bar = t["rename"] if kind == "rename" else t["other"]
+        rows.append(("next_edit", f"{kind} traces right ({k['cases']} cases; shown {k['shown_share']:.0%})",
+                     f"{k['right_share']:.0%}", f"≥ {bar:.0%}", k["right_share"] >= bar))
+    precision = d.get("precision")
+    rows.append(("next_edit", "precision of what is shown", "–" if precision is None else f"{precision:.0%}",
+                 f"≥ {t['precision']:.0%}", None if precision is None else precision >= t["precision"]))
+    lat = d["latency_ms"]
+    rows.append(("next_edit", "suggestion latency (p50 / p95)", f"{lat['p50']:.0f} / {lat['p95']:.0f} ms",
+                 f"p50 ≤ {t['p50_ms']:.0f} ms", lat["p50"] <= t["p50_ms"]))
     return rows
 
 

@@ -50,6 +50,17 @@ def test_typing_quick():
         assert run["cpu_s_per_edit"] > 0
 
 
+def test_next_edit_quick():
+    from benchmarks import next_edit
+
+    next_edit.main(["--quick", "--threads", "1"])
+    data = written("next_edit")
+    assert data["cases"] == 8 and set(data["kinds"]) == {"rename", "signature", "sibling", "import"}
+    for row in data["kinds"].values():
+        assert 0 <= row["right"] <= row["shown"] <= row["cases"] == 2
+    sane_summary(data["latency_ms"])
+
+
 def test_decode_quick():
     from benchmarks import decode
 
