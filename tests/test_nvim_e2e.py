@@ -36,6 +36,7 @@ ACTIONS_PY = (
     "import math\n\n\ndef circle_area(radius):\n    return math.pi * radius ** 2\n\n\n"
     "def describe(radius):\n    area = circle_area(radius)\n    return f\"area {area:.2f}\"\n"
 )
+NEXTEDIT_PY = "def area(w, h):\n    total = w * h\n    return total\n\n\nprint(area(2, 3))\n"
 NOTES_MD = "# Notes\n\nThis paragraph is the one\nthat gets rewritten by the model.\n\nThis one stays as it is.\n"
 
 
@@ -165,7 +166,9 @@ def char_index(line: str, character: int, encoding: str) -> int:
 
 
 def offset_of(lines: list[str], pos: dict, encoding: str) -> int:
-    return sum(len(l) + 1 for l in lines[: pos["line"]]) + char_index(lines[pos["line"]], pos["character"], encoding)
+    # A position on the line after the last one is the end of the document (after its newline).
+    line = lines[pos["line"]] if pos["line"] < len(lines) else ""
+    return sum(len(l) + 1 for l in lines[: pos["line"]]) + char_index(line, pos["character"], encoding)
 
 
 def byte_col_to_index(line: str, col: int) -> int:
@@ -227,6 +230,7 @@ def session(tmp_path_factory) -> Session:
     (ws / "typing.py").write_text(TYPING_PY, encoding="utf-8")
     (ws / "actions.py").write_text(ACTIONS_PY, encoding="utf-8")
     (ws / "notes.md").write_text(NOTES_MD, encoding="utf-8")
+    (ws / "nextedit.py").write_text(NEXTEDIT_PY, encoding="utf-8")
     report_path = tmp / "report.json"
     env = nvim_env(
         tmp,
@@ -433,6 +437,31 @@ def test_rewrite_paragraph_changes_only_that_paragraph(session: Session):
     else:
         assert result.get("message"), result
         assert after == before, "applied=false but the buffer changed"
+
+
+def test_next_edit_overlay_dismissed_and_accepted_with_keys(session: Session):
+    n = session.step("next_edit")
+    enc = session.report["client"]["encoding"]
+    assert n["before"] == NEXTEDIT_PY.split("\n")[:-1]
+    renamed = n["renamed"]
+    assert renamed[0] == "def area(width, h):"  # the user's `ciw` in normal mode
+    # The pause after leaving insert mode asked by itself; the answer is drawn as a diff.
+    assert n["auto"] == "shown" and n["edits"]
+    deletions = [e for e in n["edits"] if e["range"]["start"] != e["range"]["end"]]
+    inline = [e["newText"].split("\n")[0] for e in n["edits"] if e["newText"].split("\n")[0]]
+    below = [e for e in n["edits"] if "\n" in e["newText"]]
+    overlay = n["overlay"]
+    # Replaced text struck through; the new text's first line inline after it, the rest below.
+    assert overlay["struck"] == len(deletions) and sorted(overlay["added"]) == sorted(inline)
+    assert overlay["below"] == len(below)
+    assert n["lines_while_shown"] == renamed  # shown, not applied
+    # Dismissed: nothing drawn, nothing changed.
+    assert n["after_dismiss"]["overlay"]["marks"] == 0 and n["after_dismiss"]["lines"] == renamed
+    # Asked again and accepted: the buffer is exactly the edits applied to it.
+    assert n["asked"] == "shown" and n["asked_edits"]
+    assert n["after_accept"]["overlay"]["marks"] == 0
+    assert n["after_accept"]["lines"] == apply_edits(renamed, n["asked_edits"], enc, normalize_eol=True)
+    assert n["after_accept"]["lines"] != renamed
 
 
 def test_drafts_status_and_health(session: Session):

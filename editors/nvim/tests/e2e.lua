@@ -45,14 +45,17 @@ end
 local dg = require("dg_lsp")
 dg.setup({
   python = assert(env.DG_E2E_PYTHON, "DG_E2E_PYTHON is not set"),
-  settings = { model = assert(env.DG_E2E_MODEL, "DG_E2E_MODEL is not set"), maxSteps = 4, drafts = true },
+  settings = { model = assert(env.DG_E2E_MODEL, "DG_E2E_MODEL is not set"), maxSteps = 4, drafts = true,
+    -- The random model is never sure; with no bar its next-edit answers are shown, which is
+    -- what the overlay step needs (the bar itself is tested against the server).
+    nextEdit = { minConfidence = 0 } },
   -- The plugin's own ghost text client on every Neovim version; the automatic requests are
   -- switched on per buffer (b:dg_lsp_ghost) only for the typing step, so nothing races trigger().
   ghost = { native = false },
 })
 
 vim.api.nvim_create_autocmd("User", {
-  pattern = { "DgLspInline", "DgLspCommandDone", "DgLspStatus", "DgLspDraft" },
+  pattern = { "DgLspInline", "DgLspCommandDone", "DgLspStatus", "DgLspDraft", "DgLspNextEdit" },
   callback = function(args)
     local data = vim.deepcopy(args.data or {})
     data.pattern = args.match
@@ -120,6 +123,7 @@ local function open(name, auto)
   vim.cmd.edit(vim.fn.fnameescape(DIR .. "/" .. name))
   local bufnr = vim.api.nvim_get_current_buf()
   vim.b[bufnr].dg_lsp_ghost = auto == true
+  vim.b[bufnr].dg_lsp_next_edit = false -- on only in the next-edit step
   local client = wait_for("the dg_lsp client to attach to " .. name, function()
     for _, n in ipairs(report.notifications) do
       if n.msg:find("the server exited", 1, true) then
@@ -395,6 +399,66 @@ function steps.paragraph()
   }
 end
 
+function steps.next_edit()
+  local bufnr = open("nextedit.py")
+  local ne = require("dg_lsp.next_edit")
+  vim.b[bufnr].dg_lsp_next_edit = true
+  local out = { before = lines(bufnr) }
+  -- The user renames a parameter in normal mode; the pause after it asks for the next edit.
+  vim.api.nvim_win_set_cursor(0, { 1, out.before[1]:find("w,", 1, true) - 1 })
+  local first = #report.events
+  vim.api.nvim_feedkeys("ciwwidth" .. vim.keycode("<Esc>"), "nx", false)
+  out.renamed = lines(bufnr)
+  local shown = next_event(first, function(e)
+    return e.pattern == "DgLspNextEdit" and e.status ~= "cancelled"
+  end, "a next-edit suggestion after the pause")
+  out.auto = shown.status
+  if shown.status ~= "shown" then
+    error("no next edit was shown: " .. vim.inspect(shown), 0)
+  end
+  local function overlay()
+    local marks = vim.api.nvim_buf_get_extmarks(bufnr, ne.ns, 0, -1, { details = true })
+    local struck, added, below = 0, {}, 0
+    for _, m in ipairs(marks) do
+      if m[4].hl_group == "DgLspNextEditDelete" then
+        struck = struck + 1
+      end
+      if m[4].virt_text then
+        table.insert(added, m[4].virt_text[1][1])
+      end
+      if m[4].virt_lines then
+        below = below + 1
+      end
+    end
+    return { marks = #marks, struck = struck, added = added, below = below }
+  end
+  out.edits = shown.edits
+  out.overlay = overlay()
+  out.lines_while_shown = lines(bufnr)
+  -- Dismissed with its key: the overlay goes, the buffer stays.
+  first = #report.events
+  vim.api.nvim_input(dg.options.next_edit.keys.dismiss)
+  next_event(first, function(e)
+    return e.pattern == "DgLspNextEdit" and e.status == "dismissed"
+  end, "the suggestion to be dismissed", 20000)
+  out.after_dismiss = { overlay = overlay(), lines = lines(bufnr) }
+  -- Asked again and accepted with its key: the buffer gets exactly the edits shown.
+  first = #report.events
+  vim.cmd("DgNextEdit")
+  local again = next_event(first, function(e)
+    return e.pattern == "DgLspNextEdit" and e.status ~= "cancelled"
+  end, "the suggestion asked for with :DgNextEdit")
+  out.asked = again.status
+  out.asked_edits = again.edits
+  first = #report.events
+  vim.api.nvim_input(dg.options.next_edit.keys.accept)
+  next_event(first, function(e)
+    return e.pattern == "DgLspNextEdit" and e.status == "accepted"
+  end, "the suggestion to be accepted", 20000)
+  out.after_accept = { overlay = overlay(), lines = lines(bufnr) }
+  return out
+end
+
 function steps.extras()
   local out = {}
   local bufnr = vim.api.nvim_get_current_buf()
@@ -461,7 +525,7 @@ local function stop_servers()
 end
 
 local function main()
-  for _, name in ipairs({ "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras" }) do
+  for _, name in ipairs({ "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit" }) do
     log({ step = name })
     report.current = name
     write_report()

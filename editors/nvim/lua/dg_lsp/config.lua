@@ -58,6 +58,7 @@ M.setting_keys = {
   "repairRounds",
   "variableLength",
   "jointHoles",
+  "nextEdit",
 }
 
 M.defaults = {
@@ -84,6 +85,13 @@ M.defaults = {
       dismiss = "<M-h>",
       trigger = "<M-\\>",
     },
+  },
+  next_edit = {
+    enabled = true, -- ask for the edit a change implies after a pause in normal mode
+    debounce = 300, -- milliseconds after the change
+    delete_hl = "DgLspNextEditDelete", -- the text an edit replaces (struck through)
+    add_hl = "DgLspNextEditAdd", -- the text it writes (virtual text)
+    keys = { accept = "<Tab>", dismiss = "<Esc>" }, -- normal mode; pass through when nothing is shown
   },
   commands = true, -- define the :Dg* user commands
   notify_applied = true, -- say so when a DG command changed the buffer
@@ -129,6 +137,9 @@ function M.resolve(user)
   if user.ghost and user.ghost.keys then
     opts.ghost.keys = vim.tbl_extend("force", M.defaults.ghost.keys, user.ghost.keys)
   end
+  if user.next_edit and user.next_edit.keys then
+    opts.next_edit.keys = vim.tbl_extend("force", M.defaults.next_edit.keys, user.next_edit.keys)
+  end
 
   vim.validate("opts.cmd", opts.cmd, { "table", "string", "function" }, true)
   vim.validate("opts.python", opts.python, "string", true)
@@ -136,6 +147,7 @@ function M.resolve(user)
   vim.validate("opts.root_markers", opts.root_markers, "table")
   vim.validate("opts.on_attach", opts.on_attach, "function", true)
   vim.validate("opts.ghost.debounce", opts.ghost.debounce, "number")
+  vim.validate("opts.next_edit.debounce", opts.next_edit.debounce, "number")
   if type(opts.cmd) == "string" then
     opts.cmd = { opts.cmd }
   end

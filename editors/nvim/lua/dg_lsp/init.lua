@@ -87,6 +87,7 @@ function M.setup(user)
   M.options = opts
 
   require("dg_lsp.inline").setup(opts.ghost)
+  require("dg_lsp.next_edit").setup(opts.next_edit)
   require("dg_lsp.draft").setup({ hl = opts.ghost.draft_hl, max_lines = opts.ghost.draft_max_lines })
   if opts.commands then
     require("dg_lsp.commands").setup(opts)
@@ -99,6 +100,7 @@ function M.setup(user)
       local client = vim.lsp.get_client_by_id(args.data.client_id)
       if client and client.name == config.name then
         require("dg_lsp.inline").attach(args.buf, client)
+        require("dg_lsp.next_edit").attach(args.buf)
       end
     end,
   })
@@ -157,6 +159,19 @@ end
 
 function M.dismiss()
   return require("dg_lsp.inline").dismiss()
+end
+
+--- Next-edit suggestions: ask now, apply the shown one, hide it.
+function M.next_edit()
+  return require("dg_lsp.next_edit").request(true)
+end
+
+function M.accept_next_edit()
+  return require("dg_lsp.next_edit").accept()
+end
+
+function M.dismiss_next_edit()
+  return require("dg_lsp.next_edit").dismiss()
 end
 
 return M
