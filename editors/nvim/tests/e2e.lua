@@ -435,12 +435,15 @@ function steps.next_edit()
   out.edits = shown.edits
   out.overlay = overlay()
   out.lines_while_shown = lines(bufnr)
+  local function press(key, status)
+    local at = #report.events
+    vim.api.nvim_input(dg.options.next_edit.keys[key])
+    next_event(at, function(e)
+      return e.pattern == "DgLspNextEdit" and e.status == status
+    end, "the suggestion to be " .. status, 20000)
+  end
   -- Dismissed with its key: the overlay goes, the buffer stays.
-  first = #report.events
-  vim.api.nvim_input(dg.options.next_edit.keys.dismiss)
-  next_event(first, function(e)
-    return e.pattern == "DgLspNextEdit" and e.status == "dismissed"
-  end, "the suggestion to be dismissed", 20000)
+  press("dismiss", "dismissed")
   out.after_dismiss = { overlay = overlay(), lines = lines(bufnr) }
   -- Asked again and accepted with its key: the buffer gets exactly the edits shown.
   first = #report.events
@@ -450,11 +453,7 @@ function steps.next_edit()
   end, "the suggestion asked for with :DgNextEdit")
   out.asked = again.status
   out.asked_edits = again.edits
-  first = #report.events
-  vim.api.nvim_input(dg.options.next_edit.keys.accept)
-  next_event(first, function(e)
-    return e.pattern == "DgLspNextEdit" and e.status == "accepted"
-  end, "the suggestion to be accepted", 20000)
+  press("accept", "accepted")
   out.after_accept = { overlay = overlay(), lines = lines(bufnr) }
   return out
 end

@@ -57,15 +57,11 @@ function M.cancel()
   local req = state.request
   state.request = nil
   state.seq = state.seq + 1
-  if req and not req.client:is_stopped() then
-    pcall(req.client.cancel_request, req.client, req.id)
-  end
+  util.cancel_request(req)
 end
 
 local function stop_timer()
-  if state.timer then
-    state.timer:stop()
-  end
+  util.stop_timer(state.timer)
 end
 
 --- Remove the ghost text (the request in flight stays).

@@ -33,18 +33,14 @@ local function emit(data)
 end
 
 local function stop_timer()
-  if state.timer then
-    state.timer:stop()
-  end
+  util.stop_timer(state.timer)
 end
 
 local function cancel()
   local req = state.request
   state.request = nil
   state.seq = state.seq + 1
-  if req and not req.client:is_stopped() then
-    pcall(req.client.cancel_request, req.client, req.id)
-  end
+  util.cancel_request(req)
 end
 
 --- Hide the suggestion (the buffer is not changed).

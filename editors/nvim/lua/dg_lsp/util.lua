@@ -55,6 +55,20 @@ function M.to_lsp(bufnr, row, col, encoding)
   return { line = row, character = vim.str_utfindex(line, encoding, col, false) }
 end
 
+--- Cancel a request in flight ({ client, id } or nil); a stopped client has nothing to cancel.
+function M.cancel_request(req)
+  if req and not req.client:is_stopped() then
+    pcall(req.client.cancel_request, req.client, req.id)
+  end
+end
+
+--- Stop a debounce timer if there is one.
+function M.stop_timer(timer)
+  if timer then
+    timer:stop()
+  end
+end
+
 function M.notify(msg, level)
   vim.notify("dg-lsp: " .. msg, level or vim.log.levels.INFO, { title = "dg-lsp" })
 end
