@@ -13,6 +13,7 @@ import {
 import { errorText, type ServerManager } from './client';
 import * as config from './config';
 import type { DraftRenderer } from './drafts';
+import type { NextEditController } from './nextEdit';
 import { formatLatency } from './status';
 
 export type InfillMode = 'fim' | 'holes' | 'body' | 'rewrite';
@@ -43,6 +44,7 @@ export function registerCommands(
   manager: ServerManager,
   drafts: DraftRenderer,
   output: vscode.LogOutputChannel,
+  nextEdit: NextEditController,
 ): void {
   const editorCommand = (id: string, run: (editor: vscode.TextEditor) => Promise<void>) =>
     vscode.commands.registerCommand(id, async () => {
@@ -97,6 +99,11 @@ export function registerCommands(
         position: client.code2ProtocolConverter.asPosition(editor.selection.active),
       });
     }),
+    editorCommand('dgLsp.suggestNextEdit', async (editor) => {
+      await nextEdit.suggest(editor, true);
+    }),
+    vscode.commands.registerCommand('dgLsp.acceptNextEdit', () => nextEdit.accept()),
+    vscode.commands.registerCommand('dgLsp.dismissNextEdit', () => nextEdit.dismiss()),
     vscode.commands.registerCommand('dgLsp.showStatus', () => showStatus(manager, output)),
     vscode.commands.registerCommand('dgLsp.showLog', () => output.show(true)),
     vscode.commands.registerCommand('dgLsp.restartServer', async () => {

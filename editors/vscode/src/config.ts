@@ -50,6 +50,7 @@ export interface ServerSettings {
   repairRounds: number;
   variableLength: boolean;
   jointHoles: boolean;
+  nextEdit: { enabled: boolean; minConfidence: number; debounceMs: number };
 }
 
 /** How to start the server process. */
@@ -137,7 +138,17 @@ export function serverSettings(): ServerSettings {
     repairRounds: int(c.get('repairRounds'), 2, 0, 8),
     variableLength: bool(c.get('variableLength'), true),
     jointHoles: bool(c.get('jointHoles'), true),
+    nextEdit: { enabled: nextEditEnabled(), minConfidence: num(c.get('nextEdit.minConfidence'), 0.5, 0, 1), debounceMs: nextEditDebounceMs() },
   };
+}
+
+export function nextEditEnabled(): boolean {
+  return bool(cfg().get('nextEdit.enabled'), true);
+}
+
+/** The pause after an edit before the next edit is asked for. */
+export function nextEditDebounceMs(): number {
+  return int(cfg().get('nextEdit.debounceMs'), 300, 1, 10_000);
 }
 
 /** Expands a leading `~` so users can write `~/venvs/dg/bin/dg-lsp` as they would in a shell. */

@@ -7,6 +7,7 @@ import { ServerManager } from './client';
 import { registerCommands } from './commands';
 import * as config from './config';
 import { DraftRenderer } from './drafts';
+import { NextEditController } from './nextEdit';
 import { StatusBar } from './status';
 
 let manager: ServerManager | undefined;
@@ -19,7 +20,9 @@ export function activate(context: vscode.ExtensionContext): void {
   const server = manager;
   context.subscriptions.push(output, status, drafts, server);
 
-  registerCommands(context, server, drafts, output);
+  const nextEdit = new NextEditController(server);
+  context.subscriptions.push(nextEdit);
+  registerCommands(context, server, drafts, output, nextEdit);
   updateLanguageContext();
 
   const wanted = (document: vscode.TextDocument) =>

@@ -65,6 +65,22 @@ def execute(request):
     return {"applied": True, "latencyMs": 17}
 
 
+VERSIONS = {}
+
+
+def next_edit(message):
+    """A suggestion for the text the fake last saw; slow when the text asks for it."""
+    uri = message["params"]["textDocument"]["uri"]
+    version, text = VERSIONS.get(uri, (0, ""))
+    if "slow" in text:
+        time.sleep(0.6)
+    if "pas\n" not in text:
+        return None
+    edit = {"range": {"start": {"line": 1, "character": 4}, "end": {"line": 1, "character": 7}},
+            "newText": "pass", "confidence": 0.9}
+    return {"edits": [edit], "confidence": 0.9, "version": version}
+
+
 def main():
     sys.stderr.write("INFO fake dg-lsp starting, args=%r\n" % (sys.argv[1:],))
     sys.stderr.flush()
@@ -83,6 +99,12 @@ def main():
         elif method == "initialized":
             send({"method": "dg/status", "params": {"state": "loading", "message": "loading weights"}})
             send({"method": "dg/status", "params": {"state": "ready", "lastLatencyMs": 42}})
+        elif method in ("textDocument/didOpen", "textDocument/didChange"):
+            doc = message["params"]["textDocument"]
+            text = doc["text"] if "text" in doc else message["params"]["contentChanges"][-1]["text"]
+            VERSIONS[doc["uri"]] = (doc["version"], text)
+        elif method == "dg/nextEdit":
+            send({"id": message["id"], "result": next_edit(message)})
         elif method == "workspace/executeCommand":
             send({"id": message["id"], "result": execute(message)})
         elif method == "shutdown":

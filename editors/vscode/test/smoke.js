@@ -18,7 +18,7 @@ const ROOT = path.join(__dirname, '..');
 const FAKE_SERVER = path.join(__dirname, 'fake-server.py');
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const scenarios = { happy, missingCommand, startFails, crashes, hungRestart, pythonInterpreter };
+const scenarios = { happy, nextEdit, missingCommand, startFails, crashes, hungRestart, pythonInterpreter };
 
 if (process.argv[2] === undefined) {
   let failed = 0;
@@ -95,6 +95,53 @@ async function runScenario(name) {
   }
 }
 
+async function nextEdit(c) {
+  const { vscode, t, document } = c;
+  useFakeServer(t);
+  t.setSetting('dgLsp.nextEdit.debounceMs', 50);
+  c.activate();
+  await c.waitFor('ready status', () => c.status() === '$(check) DG 42 ms');
+  const visible = () => c.events('builtinCommand').filter((e) => e[0] === 'setContext' && e[1] === 'dgLsp.nextEditVisible').at(-1)?.[2];
+
+  // The user's edit; after the pause the extension asks at the cursor and draws the answer.
+  document.type('def f():\n    pas\n');
+  await c.waitFor('dg/nextEdit', () => c.requests('dg/nextEdit').length === 1);
+  assert.deepEqual(c.requests('dg/nextEdit')[0].params, { textDocument: { uri: c.uri }, position: { line: 1, character: 4 } });
+  await c.waitFor('the suggestion drawn', () => visible() === true);
+  const drawn = c.events('decorations').slice(-2);
+  assert.deepEqual(drawn, [['line-through 1:4-1:7'], ['pass']]);
+
+  // Tab (dgLsp.acceptNextEdit) applies exactly the suggested edit and hides it.
+  assert.equal(await vscode.commands.executeCommand('dgLsp.acceptNextEdit'), true);
+  assert.deepEqual(c.events('applyEdit').at(-1).entries, [[c.uri, '1:4-1:7', 'pass']]);
+  assert.equal(visible(), false);
+  assert.equal(await vscode.commands.executeCommand('dgLsp.acceptNextEdit'), false, 'nothing left to accept');
+
+  // Escape hides it without touching the document.
+  document.type('def f():\n    pas\n');
+  await c.waitFor('a second suggestion', () => c.requests('dg/nextEdit').length === 2 && visible() === true);
+  const applied = c.events('applyEdit').length;
+  await vscode.commands.executeCommand('dgLsp.dismissNextEdit');
+  assert.equal(visible(), false);
+  assert.equal(c.events('applyEdit').length, applied);
+
+  // An edit while the server computes cancels the request; the late answer is never drawn.
+  document.type('def f():\n    pas\n# slow\n');
+  await c.waitFor('the slow request', () => c.requests('dg/nextEdit').length === 3);
+  document.type('def f():\n    pas\n# slow, edited\n');
+  await c.waitFor('$/cancelRequest', () => c.requests('$/cancelRequest').length > 0);
+  await c.waitFor('the fourth request', () => c.requests('dg/nextEdit').length === 4);
+  await c.waitFor('its suggestion', () => visible() === true, 5000);
+  assert.deepEqual(c.events('decorations').slice(-2), [['line-through 1:4-1:7'], ['pass']]);
+
+  // Turned off, an edit asks nothing.
+  await vscode.commands.executeCommand('dgLsp.dismissNextEdit');
+  t.setSetting('dgLsp.nextEdit.enabled', false);
+  document.type('def f():\n    pas\n');
+  await sleep(400);
+  assert.equal(c.requests('dg/nextEdit').length, 4);
+}
+
 function useFakeServer(t) {
   t.setSetting('dgLsp.server.command', FAKE_SERVER);
 }
@@ -119,6 +166,7 @@ const EXPECTED_SETTINGS = {
   repairRounds: 2,
   variableLength: true,
   jointHoles: true,
+  nextEdit: { enabled: true, minConfidence: 0.5, debounceMs: 300 },
 };
 
 async function happy(c) {

@@ -38,9 +38,11 @@ class Disposable {
 class EventEmitter {
   constructor() {
     this.listeners = [];
-    this.event = (fn) => {
-      this.listeners.push(fn);
-      return new Disposable(() => { this.listeners = this.listeners.filter((l) => l !== fn); });
+    // As in VS Code, `event(listener, thisArgs)` calls the listener with `thisArgs` as `this`.
+    this.event = (fn, thisArgs) => {
+      const bound = thisArgs === undefined ? fn : fn.bind(thisArgs);
+      this.listeners.push(bound);
+      return new Disposable(() => { this.listeners = this.listeners.filter((l) => l !== bound); });
     };
   }
   fire(e) { for (const l of this.listeners.slice()) l(e); }
@@ -95,6 +97,20 @@ class Uri {
 
 class ThemeColor { constructor(id) { this.id = id; } }
 
+const rangeText = (r) => `${r.start.line}:${r.start.character}-${r.end.line}:${r.end.character}`;
+
+/** Records what an edit would do: `[uri, "line:col-line:col", newText]` per replacement. */
+class WorkspaceEdit {
+  constructor() { this.entries = []; }
+  replace(uri, range, newText) { this.entries.push([uri.toString(), rangeText(range), newText]); }
+  insert(uri, position, newText) { this.replace(uri, new Range(position, position), newText); }
+  delete(uri, range) { this.replace(uri, range, ''); }
+  set(uri, edits) { this.entries.push([uri.toString(), 'set', edits.length]); }
+  createFile() {}
+  renameFile() {}
+  deleteFile() {}
+}
+
 // ----- configuration: defaults from package.json, overridden by setSetting() ---------------------
 const manifest = require(path.join(__dirname, '..', 'package.json'));
 const defaults = {};
@@ -102,6 +118,7 @@ for (const [key, schema] of Object.entries(manifest.contributes.configuration.pr
   defaults[key] = schema.default;
 }
 const userSettings = {};
+const documentChanges = new EventEmitter();
 const configEmitter = new EventEmitter();
 
 function readSetting(full) {
@@ -142,6 +159,13 @@ function setSetting(key, value) {
 function makeDocument(file, languageId, text) {
   return {
     uri: Uri.file(file), fileName: file, languageId, version: 1,
+    /** Test only: the user replaces the whole text; fires onDidChangeTextDocument. */
+    type(newText) {
+      const end = this.positionAt(text.length);
+      text = newText;
+      this.version += 1;
+      documentChanges.fire({ document: this, contentChanges: [{ range: new Range(new Position(0, 0), end), text: newText }], reason: undefined });
+    },
     isClosed: false, isDirty: false, isUntitled: false, eol: 1,
     getText(range) { return range ? text.slice(this.offsetAt(range.start), this.offsetAt(range.end)) : text; },
     get lineCount() { return text.split('\n').length; },
@@ -164,8 +188,10 @@ function makeEditor(document, selection) {
   return {
     document,
     selection,
-    setDecorations(_type, options) {
-      record('decorations', options.map((o) => o.renderOptions.after.contentText));
+    setDecorations(type, options) {
+      // After-text decorations record their text; others (strike-through) their ranges.
+      record('decorations', options.map((o) => (o.renderOptions ? o.renderOptions.after.contentText
+        : `${type.options.textDecoration || 'range'} ${rangeText(o.range)}`)));
     },
   };
 }
@@ -224,7 +250,7 @@ const workspace = {
   applyEdit: async (edit) => { record('applyEdit', edit); return true; },
   onDidChangeConfiguration: configEmitter.event,
   onDidOpenTextDocument: new EventEmitter().event,
-  onDidChangeTextDocument: new EventEmitter().event,
+  onDidChangeTextDocument: documentChanges.event,
   onDidCloseTextDocument: new EventEmitter().event,
   onDidSaveTextDocument: new EventEmitter().event,
   onWillSaveTextDocument: new EventEmitter().event,
@@ -263,7 +289,7 @@ const commands = {
 };
 
 const api = {
-  Disposable, EventEmitter, CancellationTokenSource, Position, Range, Selection, Uri, ThemeColor,
+  Disposable, EventEmitter, CancellationTokenSource, Position, Range, Selection, Uri, ThemeColor, WorkspaceEdit,
   CancellationError: class CancellationError extends Error {},
   window, workspace, languages, commands,
   env: {
