@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit")
+OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose")
 OTHERS = ("quality", "reliability", "features")  # written alongside; run when present
 # Benchmarks whose --model means the diffusion model under test (gpu's means the tokens/s model).
 TAKES_MODEL = set(OWN) | {"features"}
@@ -36,6 +36,7 @@ STANDARD = {
     "quality": ["--limit", "8", "--heldout", "24"],
     "features": ["--cases", "4", "--humaneval", "3"],
     "next_edit": ["--per-kind", "10"],
+    "prose": ["--paragraphs", "10"],
     "reliability": ["--standard"],
 }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .common import RESULTS
 
-NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "quality", "reliability")
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "quality", "reliability")
 # The next-edit targets: right share per kind (renames, the rest), precision of what is shown, p50.
 NEXT_EDIT_TARGETS = {"rename": 0.5, "other": 0.3, "precision": 0.8, "p50_ms": 300.0}
 
@@ -132,6 +132,12 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
             rows.append(("gpu", f"embedded model tokens/s ({d['embedded']['device']})", f"{d['embedded']['tokens_per_s']:.0f}", "", None))
     if "next_edit" in r:
         rows += next_edit_rows(r["next_edit"])
+    if "prose" in r:
+        d = r["prose"]
+        t, met = d["targets"], d["target_met"]
+        rows.append(("prose", f"paragraph rewrite: injected word errors fixed ({d['injected_errors']} in {d['paragraphs']} paragraphs)",
+                     f"{d['fixed']:.0%}", f"≥ {t['fixed']:.0%}", met["fixed"]))
+        rows.append(("prose", "paragraph rewrite: correct words changed", f"{d['broken']:.1%}", f"≤ {t['broken']:.0%}", met["broken"]))
     for name in ("quality", "reliability"):
         if name in r:
             rows += other_rows(name, r[name])

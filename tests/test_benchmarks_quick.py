@@ -61,6 +61,31 @@ def test_next_edit_quick():
     sane_summary(data["latency_ms"])
 
 
+def test_prose_quick():
+    from benchmarks import prose
+
+    prose.main(["--quick", "--threads", "1"])
+    data = written("prose")
+    assert data["paragraphs"] == 3 and data["injected_errors"] >= 6
+    assert 0 <= data["fixed"] <= 1 and 0 <= data["broken"] <= 1
+
+
+def test_prose_errors_are_counted_against_the_original():
+    import random
+
+    from benchmarks.prose import corrupt, judge
+
+    original = "The parser reads each line and returns the tokens it has found in the order they are written."
+    corrupted, injected = corrupt(original, random.Random(3))
+    assert injected == 3 and corrupted != original
+    untouched = judge(original, corrupted, corrupted)
+    assert untouched["errors"] == 3 and untouched["fixed"] == 0 and untouched["broken"] == 0 and untouched["unchanged"]
+    repaired = judge(original, corrupted, original)
+    assert repaired["fixed"] == 3 and repaired["broken"] == 0
+    worse = judge(original, corrupted, corrupted.replace("parser", "reader"))
+    assert worse["fixed"] == 0 and worse["broken"] == 1
+
+
 def test_decode_quick():
     from benchmarks import decode
 
