@@ -52,6 +52,13 @@ def summary(values: list[float]) -> dict:
     }
 
 
+def under_load(fn):
+    """`fn()` and the load average around it, which says whether its timings had the machine."""
+    before = os.getloadavg()
+    result = fn()
+    return result, {"before": before, "after": os.getloadavg()}
+
+
 def write(name: str, payload: dict, quick: bool = False) -> Path:
     """Write `results/<name>.json` (or `<name>.quick.json` for quick runs, which are not committed)."""
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,17 @@ def resolve_model(name: str | None, quick: bool) -> str:
     return str(tiny_model_dir()) if name == "tiny" else name
 
 
+def load_model_for(name: str | None, quick: bool, threads: int):
+    """(engine, model path) with torch's threads set: how the pipeline benchmarks start."""
+    import torch
+
+    from dg_engine import EngineConfig, load_engine
+
+    torch.set_num_threads(threads)
+    model = resolve_model(name, quick)
+    return load_engine(EngineConfig(model=model)), model
+
+
 def model_label(name: str) -> str:
     return "tiny" if name == str(tiny_model_dir()) else name
 

@@ -17,14 +17,11 @@ as the server does, and judges what the user would be shown:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
 
-import torch
-
-from dg_engine import EngineConfig, NeverCancelled, load_engine
+from dg_engine import NeverCancelled
 from dg_engine.nextedit import line_hunks
 from dg_engine.train.augment import name_pool
 from dg_engine.train.edits import KINDS, Trace, make_trace
@@ -35,7 +32,7 @@ from dg_lsp.next_edit import NextEditJob, suggest
 from dg_lsp.settings import Settings
 
 from . import common
-from .fixtures import model_label, resolve_model
+from .fixtures import load_model_for, model_label
 from .heldout import held_out_files
 
 
@@ -138,18 +135,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    model = resolve_model(args.model, args.quick)
-    engine = load_engine(EngineConfig(model=model))
+    engine, model = load_model_for(args.model, args.quick, args.threads)
     settings = Settings().update({"nextEdit": {"minConfidence": args.min_confidence}})[0]
     cases = traces(2 if args.quick else args.per_kind)
-    # The load average says whether the latencies were taken on an idle machine.
-    load_before = os.getloadavg()
-    result = run(engine, cases, settings)
-    payload = {"model": model_label(model), "quick": args.quick,
+    result, load = common.under_load(lambda: run(engine, cases, settings))
+    payload = {"model": model_label(model), "quick": args.quick, "load": load,
                "settings": {"min_confidence": args.min_confidence, "per_kind": 2 if args.quick else args.per_kind,
-                            "threads": args.threads},
-               "load": {"before": load_before, "after": os.getloadavg()}, **result}
+                            "threads": args.threads}, **result}
     path = common.write("next_edit", payload, quick=args.quick)
     print(markdown(result))
     print(f"wrote {path}")

@@ -23,22 +23,18 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
-import os
 import random
 import re
 import sys
 import textwrap
 import time
 
-import torch
-
-from dg_engine import EngineConfig, load_engine
 from dg_lsp.documents import Snapshot
 from dg_lsp.fill import FillJob, run_fill
 from dg_lsp.settings import Settings
 
 from . import common
-from .fixtures import model_label, resolve_model
+from .fixtures import load_model_for, model_label
 from .heldout import held_out_files
 
 TARGETS = {"fixed": 0.5, "broken": 0.02}
@@ -172,14 +168,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    model = resolve_model(args.model, args.quick)
-    engine = load_engine(EngineConfig(model=model))
-    load_before = os.getloadavg()
-    result = run(engine, 3 if args.quick else args.paragraphs)
-    payload = {"model": model_label(model), "quick": args.quick,
-               "settings": {"paragraphs": 3 if args.quick else args.paragraphs, "threads": args.threads},
-               "load": {"before": load_before, "after": os.getloadavg()}, **result}
+    engine, model = load_model_for(args.model, args.quick, args.threads)
+    count = 3 if args.quick else args.paragraphs
+    result, load = common.under_load(lambda: run(engine, count))
+    payload = {"model": model_label(model), "quick": args.quick, "load": load,
+               "settings": {"paragraphs": count, "threads": args.threads}, **result}
     path = common.write("prose", payload, quick=args.quick)
     print(f"fixed {result['fixed']:.0%} of {result['injected_errors']} injected errors, broke {result['broken']:.1%} "
           f"of the correct words, {result['unchanged']:.0%} of paragraphs unchanged; wrote {path}")
