@@ -76,8 +76,17 @@ class Body:
         return self.text[self.start : self.end]
 
 
-def function_bodies(count: int, min_chars: int = 120, max_chars: int = 420, seed: int = 0) -> list[Body]:
-    """`count` function bodies of moderate size from different held-out modules, chosen by seed."""
+# A full context window: this much text on each side of the body (the 2,048-token default budget
+# is about 6,500 characters), in a module of at least this many lines.
+LONG_FILE = {"min_lines": 300, "min_before": 6000, "min_after": 3000}
+
+
+def function_bodies(count: int, min_chars: int = 120, max_chars: int = 420, seed: int = 0,
+                    long_files: bool = False) -> list[Body]:
+    """`count` function bodies of moderate size from different held-out modules, chosen by seed.
+
+    With `long_files`, only bodies of modules of `LONG_FILE["min_lines"]` lines or more that have
+    a full context window of text before and after them."""
     rng = random.Random(seed)
     per_module: list[list[Body]] = []
     for source in held_out_sources():
@@ -96,8 +105,12 @@ def function_bodies(count: int, min_chars: int = 120, max_chars: int = 420, seed
             start = line_starts[first - 1]
             end = line_starts[node.end_lineno] - 1 if node.end_lineno < len(line_starts) else len(source.text)
             body = source.text[start:end]
-            if min_chars <= len(body) <= max_chars and "\t" not in body and body.isascii():
-                found.append(Body(source.name, node.name, source.text, start, end))
+            if not (min_chars <= len(body) <= max_chars and "\t" not in body and body.isascii()):
+                continue
+            if long_files and (len(line_starts) < LONG_FILE["min_lines"] or start < LONG_FILE["min_before"]
+                               or len(source.text) - end < LONG_FILE["min_after"]):
+                continue
+            found.append(Body(source.name, node.name, source.text, start, end))
         if found:
             per_module.append(found)
     rng.shuffle(per_module)

@@ -30,7 +30,7 @@ TAKES_MODEL = set(OWN) | {"features"}
 # The sizes `make bench` uses: large enough for medians and rates that mean something, small
 # enough to finish in minutes. The memory benchmark's growth is then over 300 requests, not 1,000.
 STANDARD = {
-    "typing": ["--bodies", "2", "--single-thread-check", "0"],
+    "typing": ["--bodies", "2", "--single-thread-check", "0", "--long-bodies", "2"],
     "decode": ["--cases", "5", "--repeats", "2"],
     "memory": ["--requests", "300", "--warmup", "50"],
     "quality": ["--limit", "8", "--heldout", "24"],
