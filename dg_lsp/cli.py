@@ -1,4 +1,4 @@
-"""The `dg-lsp` command: serve the language server, fill one hole, fill a batch, check the setup.
+"""The `dg-lsp` command: serve the language server, fill one hole, fill a batch, check the setup, adapt.
 
 Every subcommand shares the engine options (`--model`, `--device`, `--dtype`, `--quantization`,
 `--canvas-length`, `--max-steps`), so what works in `dg-lsp infill` works the same in the server.
@@ -25,6 +25,7 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--canvas-length", type=int, default=0, help="tokens per canvas (0: the model's default)")
     group.add_argument("--max-steps", type=int, default=0, help="denoising steps per canvas (0: the model's default)")
     group.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: one less than the cores, at most 4)")
+    group.add_argument("--adapter", default="", help="an adapter directory made by `dg-lsp adapt`")
 
 
 def engine_config(args: argparse.Namespace):
@@ -38,6 +39,7 @@ def engine_config(args: argparse.Namespace):
         canvas_length=args.canvas_length,
         max_steps=args.max_steps,
         threads=args.threads,
+        adapter=args.adapter,
     )
 
 
@@ -64,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="print versions, device, model, memory and one infill's timing")
     _engine_options(check)
 
+    from .adapt import add_parser as add_adapt
+
+    add_adapt(sub)
     sub.add_parser("train", help="train the embedded model (see `dg-lsp train -- --help`)", add_help=False)
     return parser
 
@@ -93,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_file(args, engine_config(args))
         if args.command == "check":
             return check(engine_config(args))
+        if args.command == "adapt":
+            from .adapt import run_adapt
+
+            return run_adapt(args)
     except EngineError as exc:
         print(f"dg-lsp: {exc}", file=sys.stderr)
         return 2
@@ -117,6 +126,10 @@ def check(config) -> int:
     print(f"model         {info['model']} ({info['format']} prompts, {info['parameters'] / 1e6:.1f}M parameters)")
     print(f"device        {info['device']}, {info['dtype']}, quantization {info['quantization']}")
     print(f"memory        {info['memoryBytes'] / 2**20:.1f} MiB of weights")
+    if info.get("adapter"):
+        a = info["adapter"]
+        print(f"adapter       {a['path']}: " + (f"refused ({a['error']})" if "error" in a else
+                                                f"{a['kind']}, {a['files']} files of {a['workspace']}, {a['created']}"))
     print(f"load          {(time.perf_counter() - started) * 1000:.0f} ms")
     prefix = "def mean(values):\n    total = sum(values)\n    return "
     engine.fill(FillRequest(prefix, "\n"))  # The first call pays for lazy initialisation.

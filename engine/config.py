@@ -48,6 +48,8 @@ class EngineConfig:
     connect_timeout: float = 3.0
     retries: int = 1
     prompt_format: str = "auto"
+    # An adapter directory (`dg-lsp adapt`) applied on top of the model; "" for none.
+    adapter: str = ""
 
     def torch_threads(self, cpu_count: int | None = None) -> int:
         """The intra-op thread count to run with; `threads = 0` picks one from the core count.
@@ -63,7 +65,7 @@ class EngineConfig:
 
     def load_key(self) -> tuple:
         """The options that need the model to be loaded (or the server reached) again when they change."""
-        local = (self.model, self.device, self.dtype, self.quantization, self.threads, self.engine)
+        local = (self.model, self.device, self.dtype, self.quantization, self.threads, self.engine, self.adapter)
         if self.engine != "remote":
             return local
         return local + (self.base_url, self.api_key_env, self.timeout, self.connect_timeout, self.retries,
@@ -96,6 +98,8 @@ def _coerce(key: str, value: Any, default: Any) -> tuple[bool, Any]:
     if key == "base_url":
         ok = isinstance(value, str) and re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value.strip()) is not None
         return (ok, value.strip() if ok else value)
+    if key == "adapter":
+        return (isinstance(value, str), value.strip() if isinstance(value, str) else value)
     if key == "api_key_env":
         return (isinstance(value, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value) is not None, value)
     if key in ("timeout", "connect_timeout"):

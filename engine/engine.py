@@ -9,6 +9,7 @@ engine is not thread-safe on purpose: the server runs it on a single compute wor
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -16,6 +17,7 @@ import torch
 from .config import EngineConfig, SamplingOptions
 from . import plans
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
+from .adapt.adapter import AdapterError
 from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
@@ -94,6 +96,8 @@ class Engine:
         self.vocab_size = model.config.get_text_config().vocab_size
         self.defaults = _sampling_defaults(model, config)
         self.memory_bytes = model_bytes(model)
+        # The adapter in use ({path, kind, workspace, created, ...}), or why one was refused.
+        self.adapter: dict = {}
         self.parameters = sum(p.numel() for p in model.parameters())
         # Counts decoder passes over the engine's life; status reports it, tests watch it stop.
         self.forward_passes = 0
@@ -114,6 +118,7 @@ class Engine:
             "canvasLength": self.defaults.canvas_length,
             "maxSteps": self.defaults.max_steps,
             "forwardPasses": self.forward_passes,
+            "adapter": self.adapter or None,
         }
 
     def options(self, request: FillRequest) -> SamplingOptions:
@@ -355,5 +360,18 @@ def load_engine(config: EngineConfig) -> Engine:
     path = resolve_source(config.model)
     check_directory(path)
     torch.set_num_threads(config.torch_threads())
-    model, tokenizer = load_model(path, where)
-    return Engine(model, tokenizer, config, source=config.model if config.model != "embedded" else "embedded", quantization=where.quantization)
+    adapter: dict = {}
+    try:
+        model, tokenizer = load_model(path, where, config.adapter)
+        if config.adapter:
+            from .adapt.adapter import read_info
+
+            adapter = {"path": config.adapter, **read_info(Path(config.adapter).expanduser()).describe()}
+    except AdapterError as exc:
+        # A bad adapter must not cost the user their completions: the base model serves instead.
+        model, tokenizer = load_model(path, where)
+        adapter = {"path": config.adapter, "error": str(exc)}
+    engine = Engine(model, tokenizer, config, source=config.model if config.model != "embedded" else "embedded",
+                    quantization=where.quantization)
+    engine.adapter = adapter
+    return engine

@@ -123,8 +123,11 @@ def placement(config: EngineConfig) -> Placement:
     return Placement(device, dtype, config.quantization)
 
 
-def load_model(path: Path, where: Placement):
-    """Load weights and tokenizer; never pickle, never remote code, never the network."""
+def load_model(path: Path, where: Placement, adapter: str = ""):
+    """Load weights and tokenizer; never pickle, never remote code, never the network.
+
+    An `adapter` is applied to the full-precision weights before any int8 quantization; one that
+    does not fit raises `AdapterError` (a `ModelLoadError`)."""
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
     from transformers.utils import logging as hf_logging
 
@@ -141,6 +144,12 @@ def load_model(path: Path, where: Placement):
         if quant is None:
             model = model.to(where.device)
         model.eval()
+        if adapter:
+            from .adapt.adapter import fingerprint, load_into
+
+            if quant is not None:
+                raise UnsupportedOptionError("adapters apply to unquantized weights; use --quantization none or int8")
+            load_into(model, Path(adapter).expanduser(), fingerprint(path))
         if where.quantization == "int8":
             quantize_int8(model)
         tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
@@ -149,6 +158,8 @@ def load_model(path: Path, where: Placement):
             f"out of memory while loading {path} on {where.device}; try --quantization "
             f"{'int8' if where.device.type == 'cpu' else 'nf4'}, a smaller model, or --device cpu"
         ) from exc
+    except ModelLoadError:
+        raise
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise ModelLoadError(f"could not load the model in {path}: {exc}") from exc
     return model, tokenizer

@@ -198,11 +198,13 @@ def _time_left(cfg: TrainConfig, state: dict, piece_s: float) -> float | None:
 
 def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg: TrainConfig,
           device: str = "cpu", export_dir: str | None = None, progress: bool = True,
-          start: tuple[dict, dict] | None = None) -> dict:
+          start: tuple[dict, dict] | None = None, should_stop=None, on_step=None) -> dict:
     """Run (or resume) training until `steps` or a time limit; returns the final JSON state.
 
     `start` is (weights, flat optimizer state, JSON state) to begin from when the run directory has no checkpoint:
-    the committed state of a run continued on a fresh machine (see `resume.py`)."""
+    the committed state of a run continued on a fresh machine (see `resume.py`). `should_stop()` is
+    asked after every step; when it says so, a checkpoint is saved and the run ends as if out of
+    time. `on_step(state, loss)` is told about every step (a progress report)."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.to(device).train()
@@ -247,8 +249,10 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
             bar.update(1)
             bar.set_postfix(loss=f"{parts.total.item():.3f}", tok_s=f"{tokens_window / window_s:.0f}",
                             lr=f"{lr:.2e}", left="-" if left is None else f"{max(0.0, left) / 60:.0f}m")
+            if on_step is not None:
+                on_step(state, parts.total.item())
             done = state["step"] >= cfg.steps
-            out_of_time = left is not None and left <= 0
+            out_of_time = (left is not None and left <= 0) or bool(should_stop and should_stop())
             val_loss = ""
             if val_source is not None and (state["step"] % cfg.val_every == 0 or done or out_of_time):
                 val_loss = f"{validate(model, val_source, cfg, device):.4f}"
