@@ -58,6 +58,10 @@ def run_adapt(args) -> int:
     run_dir = (out.parent if args.out else home) / f"run-{args.kind}"
     if hasattr(os, "nice"):
         os.nice(args.nice)  # the editor and the server come first
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     stopping = {"now": False}
 
     def stop(signum, frame):
@@ -99,5 +103,6 @@ def add_parser(sub) -> None:
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--nice", type=int, default=10, help="how much to lower the process priority")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--json-progress", action="store_true", help="JSON lines on stdout instead of a progress bar")
     p.add_argument("--model", default="embedded", help="the base model: 'embedded' or a model directory")

@@ -57,9 +57,11 @@ class EngineHost:
             except Exception:
                 log.exception("status listener failed")
 
-    def load(self, config: EngineConfig, wait: bool = False) -> None:
-        """Load `config` in the background; the current engine keeps serving until it is ready."""
-        if self.config is not None and config.load_key() == self.config.load_key() and self.engine is not None:
+    def load(self, config: EngineConfig, wait: bool = False, force: bool = False) -> None:
+        """Load `config` in the background; the current engine keeps serving until it is ready.
+
+        `force` reloads even when nothing in the configuration changed (a new adapter on disk)."""
+        if not force and self.config is not None and config.load_key() == self.config.load_key() and self.engine is not None:
             self.config = config  # Sampling options apply per request; no reload needed.
             return
         self.config = config

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -28,6 +29,7 @@ from .documents import DocumentStore
 from .edit_history import EditHistory
 from .engine_host import EngineHost
 from .features.next_edit import NextEdits
+from .learning import Learner
 from .fill import ResultCache
 from .progress import progress
 from .protocol import DgProtocol, install_test_faults
@@ -56,6 +58,7 @@ class DgServer(LanguageServer):
         self.confidence = ConfidenceTracker()
         self.history = EditHistory()
         self.next_edits = NextEdits(self)
+        self.learner = Learner(self)
         self.typeahead_hits = 0
         self.last_fill: dict = {}  # what the most recent fill did, shown by dg.status
         self.folders: list[Path] = []
@@ -87,7 +90,7 @@ class DgServer(LanguageServer):
         self.results.clear()
         self.shown.clear()
         if load and self.settings.engine.load_key() != before.load_key():
-            self.host.load(self.settings.engine)
+            self.host.load(self.engine_config())
 
     def rebuild_settings(self, load: bool) -> None:
         """Settings from scratch: defaults, then the config files, then the editor's settings.
@@ -105,7 +108,26 @@ class DgServer(LanguageServer):
         self._set_settings((settings, messages), "config", load)
 
     def start_model(self) -> None:
-        self.host.load(self.settings.engine)
+        self.host.load(self.engine_config())
+
+    def engine_config(self) -> EngineConfig:
+        """The engine settings with `adapter` resolved: "off", "workspace" (the workspace's adapter
+        in the user's cache, when one has been learned) or a directory."""
+        config = self.settings.engine
+        choice = config.adapter
+        if choice in ("", "off"):
+            path = ""
+        elif choice == "workspace":
+            from dg_engine.adapt import default_location
+
+            found = [default_location(f) / "adapter" for f in self.folders]
+            path = next((str(p) for p in found if (p / "adapter.json").is_file()), "")
+        else:
+            path = choice
+        return dataclasses.replace(config, adapter=path)
+
+    def reload_model(self, force: bool = False) -> None:
+        self.host.load(self.engine_config(), force=force)
 
     def start_config_watcher(self) -> None:
         self.config_files.watch(self, self.folders)
@@ -147,6 +169,7 @@ class DgServer(LanguageServer):
             "lastFill": self.last_fill,
             "positionEncoding": self.documents.encoding,
             "nextEdit": self.next_edits.status(),
+            "learning": self.learner.status(),
             "settings": {"candidates": self.settings.candidates, "contextBudget": self.settings.context_budget,
                          "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts,
                          "syntaxRepair": self.settings.syntax_repair, "repairRounds": self.settings.repair_rounds,

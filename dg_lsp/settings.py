@@ -25,7 +25,8 @@ ALL_LANGUAGES = (
 )
 # What code runs, and where the code of open documents is sent (the remote backend's server, and
 # which environment variable's secret goes with it), is the user's choice alone.
-RESTRICTED = frozenset({"model", "device", "dtype", "quantization", "threads", "engine", "base_url", "api_key_env"})
+RESTRICTED = frozenset({"model", "device", "dtype", "quantization", "threads", "engine", "base_url", "api_key_env",
+                        "adapter"})
 CONFIDENCE_DISPLAYS = ("diagnostics", "inlayHints", "both", "off")
 
 

@@ -464,6 +464,13 @@ def test_next_edit_overlay_dismissed_and_accepted_with_keys(session: Session):
     assert n["after_accept"]["lines"] != renamed
 
 
+def test_learn_this_repository_reports_back(session: Session):
+    learn = session.step("learn")
+    assert learn["started"]["started"] is True and "learning" in learn["started"]["message"]
+    assert "not a git repository" in learn["failure"]  # why, in words the user can act on
+    assert learn["stopped"]["stopped"] is False and "nothing" in learn["stopped"]["message"]
+
+
 def test_drafts_status_and_health(session: Session):
     x = session.step("extras")
     assert x["draft_marks"] == 1 and x["draft_hl"] == "DgLspDraft" and x["draft_marks_after_final"] == 0

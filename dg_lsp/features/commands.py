@@ -18,7 +18,7 @@ from .base import Ready, WorkerFeature
 from ..syntax import language_for, paragraph_at
 from . import code_actions, common
 
-COMMANDS = ("dg.infill", "dg.rewriteParagraph", "dg.status", "dg.documentHash")
+COMMANDS = ("dg.infill", "dg.rewriteParagraph", "dg.status", "dg.documentHash", "dg.learnRepository", "dg.stopLearning")
 MODES = ("fim", "holes", "body", "rewrite")
 
 
@@ -31,6 +31,8 @@ USAGE = {
                  "mode (fim, holes, body, rewrite) and instruction; or the flat {uri, range, mode}",
     "dg.rewriteParagraph": "{textDocument: {uri}, position} or {uri, position}, optionally with instruction",
     "dg.documentHash": "{textDocument: {uri}} or {uri}",
+    "dg.learnRepository": "nothing (the first workspace folder), or {folder: uri} or {textDocument: {uri}}, "
+                          "optionally with minutes",
 }
 
 
@@ -55,6 +57,10 @@ def normalize(arg) -> dict | None:
 def prepare(server, command: str, args: list):
     if command == "dg.status":
         return Ready(server.status())
+    if command == "dg.learnRepository":
+        return Ready(_learn(server, args[0] if args and isinstance(args[0], dict) else {}))
+    if command == "dg.stopLearning":
+        return Ready(server.learner.stop())
     arg = normalize(args[0] if args else None)
     if command == "dg.documentHash":
         # Clients and benchmarks compare this with their own text to detect desyncs.
@@ -84,6 +90,24 @@ def prepare(server, command: str, args: list):
         data["range"] = code_actions._range_dict(codec, *modes["body"])
     jobs, why = code_actions.plan(server, data, instruction)
     return _fail(why) if jobs is None else ("edit", jobs)
+
+
+def _learn(server, arg: dict) -> dict:
+    """Start learning the folder named by the argument, the one holding its document, or the first."""
+    from ..crossfile import uri_path
+
+    folder = uri_path(arg["folder"]) if isinstance(arg.get("folder"), str) else None
+    document = normalize(arg) if arg else None
+    if folder is None and document is not None:
+        path = uri_path(document["uri"])
+        folder = next((f for f in server.folders if path is not None and path.is_relative_to(f)), None)
+    folder = folder or (server.folders[0] if server.folders else None)
+    if folder is None:
+        return {"started": False, "message": "open a workspace folder (a git repository) to learn it"}
+    minutes = arg.get("minutes", 20)
+    if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not 0 < minutes <= 24 * 60:
+        return {"started": False, "message": "minutes must be a number between 0 and 1440"}
+    return server.learner.start(folder, float(minutes))
 
 
 def _prepare_paragraph(server, arg: dict):

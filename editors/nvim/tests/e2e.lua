@@ -458,6 +458,30 @@ function steps.next_edit()
   return out
 end
 
+function steps.learn()
+  -- The workspace's .git is only a root marker, not a repository: the server starts the run, the
+  -- run refuses the folder, and the user is told why; stopping then has nothing to stop.
+  local first = #report.events
+  vim.cmd("DgLearn 0.1")
+  local started = next_event(first, function(e)
+    return e.pattern == "DgLspCommandDone" and e.command == "dg.learnRepository"
+  end, ":DgLearn's reply")
+  -- Neovim shows window/showMessage with nvim_echo, into :messages.
+  local failure = wait_for("the failure message", function()
+    for _, line in ipairs(vim.split(vim.fn.execute("messages"), "\n")) do
+      if line:find("learning", 1, true) and line:find("failed", 1, true) then
+        return line
+      end
+    end
+  end)
+  first = #report.events
+  vim.cmd("DgLearnStop")
+  local stopped = next_event(first, function(e)
+    return e.pattern == "DgLspCommandDone" and e.command == "dg.stopLearning"
+  end, ":DgLearnStop's reply")
+  return { started = started.result, failure = failure, stopped = stopped.result }
+end
+
 function steps.extras()
   local out = {}
   local bufnr = vim.api.nvim_get_current_buf()
@@ -524,7 +548,7 @@ local function stop_servers()
 end
 
 local function main()
-  for _, name in ipairs({ "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit" }) do
+  for _, name in ipairs({ "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit", "learn" }) do
     log({ step = name })
     report.current = name
     write_report()

@@ -104,6 +104,8 @@ export function registerCommands(
     }),
     vscode.commands.registerCommand('dgLsp.acceptNextEdit', () => nextEdit.accept()),
     vscode.commands.registerCommand('dgLsp.dismissNextEdit', () => nextEdit.dismiss()),
+    vscode.commands.registerCommand('dgLsp.learnRepository', () => learning(manager, 'dg.learnRepository')),
+    vscode.commands.registerCommand('dgLsp.stopLearning', () => learning(manager, 'dg.stopLearning')),
     vscode.commands.registerCommand('dgLsp.showStatus', () => showStatus(manager, output)),
     vscode.commands.registerCommand('dgLsp.showLog', () => output.show(true)),
     vscode.commands.registerCommand('dgLsp.restartServer', async () => {
@@ -113,6 +115,37 @@ export function registerCommands(
       }
     }),
   );
+}
+
+/**
+ * "Learn this repository" and its stop. The server trains in a child process and reports through
+ * work-done progress, which the client shows as a notification; the reply only says whether it
+ * started (or stopped), so the command returns at once.
+ */
+async function learning(manager: ServerManager, command: 'dg.learnRepository' | 'dg.stopLearning'): Promise<void> {
+  const client = await manager.ensureStarted();
+  if (!client) {
+    return;
+  }
+  const argument: Record<string, unknown> = {};
+  if (command === 'dg.learnRepository') {
+    const document = vscode.window.activeTextEditor?.document;
+    const folder = (document && vscode.workspace.getWorkspaceFolder(document.uri)) ?? vscode.workspace.workspaceFolders?.[0];
+    if (folder) {
+      argument.folder = folder.uri.toString();
+    }
+    argument.minutes = config.learningMinutes();
+  }
+  try {
+    const reply = (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [argument] })) as
+      | { started?: boolean; stopped?: boolean; message?: string }
+      | null;
+    const ok = reply?.started ?? reply?.stopped ?? false;
+    const text = `DG: ${reply?.message ?? 'no answer'}`;
+    void (ok ? vscode.window.showInformationMessage(text) : vscode.window.showWarningMessage(text));
+  } catch (error) {
+    void vscode.window.showErrorMessage(`DG: ${errorText(error)}`);
+  }
 }
 
 async function infill(

@@ -51,6 +51,7 @@ export interface ServerSettings {
   variableLength: boolean;
   jointHoles: boolean;
   nextEdit: { enabled: boolean; minConfidence: number; debounceMs: number };
+  adapter: string;
 }
 
 /** How to start the server process. */
@@ -139,7 +140,18 @@ export function serverSettings(): ServerSettings {
     variableLength: bool(c.get('variableLength'), true),
     jointHoles: bool(c.get('jointHoles'), true),
     nextEdit: { enabled: nextEditEnabled(), minConfidence: num(c.get('nextEdit.minConfidence'), 0.5, 0, 1), debounceMs: nextEditDebounceMs() },
+    adapter: adapterSetting(c.get('adapter')),
   };
+}
+
+/** `off`, `workspace` or a directory; anything else is `off`. */
+function adapterSetting(value: unknown): string {
+  return typeof value === 'string' && value.trim() !== '' ? expandHome(value.trim()) : 'off';
+}
+
+/** How long "Learn this repository" trains. */
+export function learningMinutes(): number {
+  return num(cfg().get('learning.minutes'), 20, 0.1, 1440);
 }
 
 export function nextEditEnabled(): boolean {

@@ -50,6 +50,10 @@ def execute(request):
         return {"state": "ready", "model": "embedded", "device": "cpu", "dtype": "float32",
                 "quantization": "none", "parameters": 123456789, "memoryBytes": 512 * 1024 * 1024,
                 "lastLatencyMs": {"inline": 42, "infill": 310}}
+    if command == "dg.learnRepository":
+        return {"started": True, "adapter": "/cache/adapter", "message": f"learning for {arg.get('minutes')} minutes"}
+    if command == "dg.stopLearning":
+        return {"stopped": False, "message": "nothing is being learned"}
     if arg.get("mode") == "holes":
         return {"applied": False, "message": "no holes found"}
     if arg.get("mode") == "body":

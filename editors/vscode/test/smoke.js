@@ -167,6 +167,7 @@ const EXPECTED_SETTINGS = {
   variableLength: true,
   jointHoles: true,
   nextEdit: { enabled: true, minConfidence: 0.5, debounceMs: 300 },
+  adapter: 'off',
 };
 
 async function happy(c) {
@@ -215,6 +216,14 @@ async function happy(c) {
   await vscode.commands.executeCommand('dgLsp.rewriteSelection');
   await sleep(200);
   assert.equal(c.commandCalls().length, before, 'Escape in the input box sends no request');
+
+  // Learn this repository: the folder (none open here) and the minutes setting go to the server.
+  await vscode.commands.executeCommand('dgLsp.learnRepository');
+  assert.deepEqual(c.commandCalls().at(-1), { command: 'dg.learnRepository', arguments: [{ minutes: 20 }] });
+  assert.equal(c.events('info').at(-1), 'DG: learning for 20 minutes');
+  await vscode.commands.executeCommand('dgLsp.stopLearning');
+  assert.deepEqual(c.commandCalls().at(-1), { command: 'dg.stopLearning', arguments: [{}] });
+  assert.equal(c.events('warning').at(-1), 'DG: nothing is being learned');
 
   await vscode.commands.executeCommand('dgLsp.rewriteParagraph');
   assert.deepEqual(c.commandCalls().at(-1), {

@@ -1,4 +1,5 @@
--- :DgInfill, :DgFillHoles, :DgCompleteBody, :DgRewrite, :DgRewriteParagraph, :DgStatus.
+-- :DgInfill, :DgFillHoles, :DgCompleteBody, :DgRewrite, :DgRewriteParagraph, :DgNextEdit, :DgLearn,
+-- :DgStatus.
 --
 -- The editing commands send one workspace/executeCommand (dg.infill or dg.rewriteParagraph).
 -- The server computes the edit and applies it itself with workspace/applyEdit, which Neovim's
@@ -147,6 +148,36 @@ function M.rewrite_paragraph(instruction, cb)
   return M.execute("dg.rewriteParagraph", arg, bufnr, "paragraph", cb)
 end
 
+--- "Learn this repository" (dg.learnRepository) and its stop: the server trains in the background
+--- and reports through LSP progress (see |vim.lsp.status()|); the reply only says it started.
+---@param command string "dg.learnRepository" | "dg.stopLearning"
+---@param minutes number|nil
+function M.learning(command, minutes)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = util.client(bufnr)
+  if not client then
+    util.notify("no dg-lsp client is attached to this buffer", vim.log.levels.ERROR)
+    return false
+  end
+  local arg = vim.empty_dict()
+  if command == "dg.learnRepository" then
+    arg = { minutes = minutes or 20 }
+    if client.root_dir then
+      arg.folder = vim.uri_from_fname(client.root_dir)
+    end
+  end
+  return client:request("workspace/executeCommand", { command = command, arguments = { arg } }, function(err, result)
+    if err then
+      util.notify(command .. " failed: " .. message_of(err), vim.log.levels.ERROR)
+    elseif type(result) == "table" then
+      local ok = result.started or result.stopped
+      util.notify(tostring(result.message), ok and vim.log.levels.INFO or vim.log.levels.WARN)
+    end
+    vim.api.nvim_exec_autocmds("User", { pattern = "DgLspCommandDone", modeline = false,
+      data = { command = command, bufnr = bufnr, result = result, err = err } })
+  end, bufnr)
+end
+
 function M.setup(setup_opts)
   opts.notify_applied = setup_opts.notify_applied ~= false
   local create = vim.api.nvim_create_user_command
@@ -175,6 +206,12 @@ function M.setup(setup_opts)
   create("DgNextEditDismiss", function()
     require("dg_lsp.next_edit").dismiss()
   end, { desc = "dg-lsp: hide the suggested edit" })
+  create("DgLearn", function(c)
+    M.learning("dg.learnRepository", tonumber(c.args))
+  end, { nargs = "?", desc = "dg-lsp: learn this repository in the background for [minutes] (20)" })
+  create("DgLearnStop", function()
+    M.learning("dg.stopLearning")
+  end, { desc = "dg-lsp: stop learning the repository; what was learned is kept" })
   create("DgStatus", function()
     require("dg_lsp.status").show()
   end, { desc = "dg-lsp: show the server's state, model and device" })

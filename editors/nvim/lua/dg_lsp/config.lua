@@ -59,6 +59,7 @@ M.setting_keys = {
   "variableLength",
   "jointHoles",
   "nextEdit",
+  "adapter",
 }
 
 M.defaults = {
