@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .common import RESULTS
 
-NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "quality", "reliability")
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "quality", "reliability")
 # The next-edit targets: right share per kind (renames, the rest), precision of what is shown, p50.
 NEXT_EDIT_TARGETS = {"rename": 0.5, "other": 0.3, "precision": 0.8, "p50_ms": 300.0}
 
@@ -137,6 +137,14 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
             rows.append(("gpu", f"embedded model tokens/s ({d['embedded']['device']})", f"{d['embedded']['tokens_per_s']:.0f}", "", None))
     if "next_edit" in r:
         rows += next_edit_rows(r["next_edit"])
+    for row in (r.get("adapt") or {}).get("projects", []):
+        for kind, j in row["judged"].items():
+            k = row["kinds"][kind]
+            rows.append(("adapt", f"{row['project']}, {kind} adapter ({k['minutes']:.0f} min): single-line exact match",
+                         f"{j['single_line_before']:.0%} → {j['single_line_after']:.0%}", f"≥ {j['single_line_target']:.0%}",
+                         j["single_line_met"]))
+            rows.append(("adapt", f"{row['project']}, {kind} adapter: held-out stdlib exact match change",
+                         f"{j['stdlib_change']:+.1%}", "≥ -2 points", j["stdlib_met"]))
     if "prose" in r:
         d = r["prose"]
         t, met = d["targets"], d["target_met"]

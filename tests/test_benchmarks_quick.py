@@ -86,6 +86,24 @@ def test_prose_errors_are_counted_against_the_original():
     assert worse["fixed"] == 0 and worse["broken"] == 1
 
 
+def test_adapt_split_and_targets():
+    from benchmarks.adapt import judge, split
+    from dg_engine.train.corpus import SourceFile
+
+    files = [SourceFile(f"pkg/m{i}.py", "x = 1\n") for i in range(200)]
+    learn, held = split(files)
+    assert len(learn) + len(held) == 200 and 0.7 < len(learn) / 200 < 0.9
+    assert {f.name for f in split(list(reversed(files)))[1]} == {f.name for f in held}  # order-independent
+    row = {"before": {"exact_match_by_kind": {"heldout_single_line": 0.05}}, "stdlib_before": {"exact_match": 0.3},
+           "kinds": {"full": {"after": {"exact_match_by_kind": {"heldout_single_line": 0.15}},
+                              "stdlib_after": {"exact_match": 0.29}},
+                     "lora": {"after": {"exact_match_by_kind": {"heldout_single_line": 0.12}},
+                              "stdlib_after": {"exact_match": 0.25}}}}
+    judged = judge(row)
+    assert judged["full"]["single_line_target"] == 0.15 and judged["full"]["single_line_met"] and judged["full"]["stdlib_met"]
+    assert not judged["lora"]["single_line_met"] and not judged["lora"]["stdlib_met"]
+
+
 def test_decode_quick():
     from benchmarks import decode
 

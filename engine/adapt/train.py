@@ -96,6 +96,7 @@ def add_lora(model, rank: int) -> dict[str, LowRankDelta]:
 def code_stream(selection: Selection, fmt: FimFormat) -> np.ndarray:
     """The workspace files tokenized into one stream, each after a file separator."""
     sep = fmt.specials.file_separator
+    fmt.tokenizer.model_max_length = 1 << 30  # whole files go into a stream, not into the model at once
     ids: list[int] = []
     for f in selection.files:
         ids += [sep, *encode(fmt.tokenizer, f.text)]

@@ -1,0 +1,160 @@
+"""Learning a repository: fill quality on files an adapter never saw, before and after adapting.
+
+Three permissively licensed PyPI projects that the base corpus does not hold (`PROJECTS`; none
+is in `engine/train/distributions.lock`) are fetched once with pip as wheels. Each project's
+Python files (tests left out) are split by a hash of their path: 80% to adapt on, 20% to cut
+holes from (single lines, multi-line spans, random spans). For each adapter kind (`full`, `lora`)
+the benchmark adapts for at most `--minutes` CPU-minutes with the real `dg_engine.adapt.train`
+and fills the same holes through the server's pipeline, before and after; it also fills holes
+from the held-out standard library with and without the adapter, to see what adapting costs
+elsewhere. Recorded: exact match and edit similarity, minutes spent, steps and adapter size.
+
+Targets: single-line exact match doubled or up 10 points (whichever is more), and at most
+2 points lost on the held-out standard library.
+
+    python -m benchmarks.adapt [--model DIR] [--minutes 20] [--kinds full,lora] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from dg_engine import EngineConfig, load_engine
+from dg_engine.adapt.files import Selection
+from dg_engine.adapt.train import AdaptConfig, adapt
+from dg_engine.loader import resolve_source
+from dg_engine.train.corpus import SourceFile
+from dg_lsp.settings import Settings
+
+from . import common
+from .features import fills
+from .fixtures import model_label, resolve_model
+from .heldout import cut_holes, held_out_files
+from .quality import score
+
+PROJECTS = (("click", "8.1.8"), ("marshmallow", "3.23.2"), ("toolz", "1.0.0"))
+HOLES = {"single_line": 40, "multi_line": 20, "random_span": 20}
+STDLIB_HOLES = {"single_line": 40}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dg-lsp" / "bench-projects"
+
+
+def fetch(name: str, version: str) -> Path:
+    """The project's wheel, downloaded once (pip, no dependencies, wheels only)."""
+    dest = cache_dir()
+    found = sorted(dest.glob(f"{name.replace('-', '_')}-{version}-*.whl"))
+    if found:
+        return found[0]
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", str(dest),
+                    f"{name}=={version}"], check=True, capture_output=True)
+    return sorted(dest.glob(f"{name.replace('-', '_')}-{version}-*.whl"))[0]
+
+
+def project_files(wheel: Path) -> list[SourceFile]:
+    """The wheel's Python sources, without tests."""
+    out = []
+    with zipfile.ZipFile(wheel) as z:
+        for member in sorted(z.namelist()):
+            if member.endswith(".py") and "test" not in member.lower() and ".dist-info/" not in member:
+                text = z.read(member).decode("utf-8", errors="replace")
+                if text.strip():
+                    out.append(SourceFile(member, text))
+    return out
+
+
+def split(files: list[SourceFile], share: float = 0.8) -> tuple[list[SourceFile], list[SourceFile]]:
+    """(learn, held) by a hash of each path, so the split never depends on the file order."""
+    def bucket(f: SourceFile) -> float:
+        return int(hashlib.sha256(f.name.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+    learn = [f for f in files if bucket(f) < share]
+    held = [f for f in files if bucket(f) >= share]
+    return learn, held
+
+
+def quality(model: str, cases, adapter: str = "") -> dict:
+    engine = load_engine(EngineConfig(model=model, adapter=adapter))
+    if adapter and "error" in (engine.adapter or {}):
+        raise RuntimeError(engine.adapter["error"])
+    return score(cases, fills(engine, cases, "fim", Settings()), None)
+
+
+def adapter_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+
+
+def run_project(name: str, version: str, model: str, kinds: list[str], minutes: float, holes: dict, stdlib) -> dict:
+    learn, held = split(project_files(fetch(name, version)))
+    cases = cut_holes(held, holes, seed=1)
+    row = {"project": f"{name}=={version}", "files": {"learn": len(learn), "held": len(held)},
+           "before": quality(model, cases), "stdlib_before": quality(model, stdlib), "kinds": {}}
+    base = resolve_source(model)
+    with tempfile.TemporaryDirectory(prefix=f"dg-adapt-{name}-") as tmp:
+        for kind in kinds:
+            out = Path(tmp) / kind / "adapter"
+            info = adapt(base, Selection(learn), out, Path(tmp) / kind / "run", AdaptConfig(minutes=minutes, kind=kind),
+                         workspace=name, progress=False)
+            row["kinds"][kind] = {"minutes": info.minutes, "steps": info.steps, "tokens": info.tokens,
+                                  "adapter_bytes": adapter_bytes(out), "after": quality(model, cases, str(out)),
+                                  "stdlib_after": quality(model, stdlib, str(out))}
+    return row
+
+
+def judge(row: dict) -> dict:
+    """Per kind: the single-line target (2x or +10 points) and the stdlib bar (at most -2 points)."""
+    out = {}
+    before = row["before"]["exact_match_by_kind"].get("heldout_single_line", 0.0)
+    for kind, r in row["kinds"].items():
+        after = r["after"]["exact_match_by_kind"].get("heldout_single_line", 0.0)
+        stdlib = round(r["stdlib_after"]["exact_match"] - row["stdlib_before"]["exact_match"], 4)
+        target = round(max(2 * before, before + 0.10), 4)
+        out[kind] = {"single_line_before": before, "single_line_after": after, "single_line_target": target,
+                     "single_line_met": after >= target, "stdlib_change": stdlib, "stdlib_met": stdlib >= -0.02}
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None)
+    p.add_argument("--minutes", type=float, default=20.0, help="adapting time per project and kind")
+    p.add_argument("--kinds", default="full,lora")
+    p.add_argument("--projects", type=int, default=len(PROJECTS))
+    p.add_argument("--quick", action="store_true", help="the tiny model, one project, seconds of adapting")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    model = resolve_model(args.model, args.quick)
+    kinds = args.kinds.split(",")
+    projects = PROJECTS[: 1 if args.quick else args.projects]
+    minutes = 0.05 if args.quick else args.minutes
+    holes = {k: 2 for k in HOLES} if args.quick else HOLES
+    stdlib = cut_holes(held_out_files(), {"single_line": 2} if args.quick else STDLIB_HOLES, seed=2)
+    rows, load = common.under_load(lambda: [run_project(n, v, model, kinds, minutes, holes, stdlib) for n, v in projects])
+    for row in rows:
+        row["judged"] = judge(row)
+    payload = {"model": model_label(model), "quick": args.quick, "load": load,
+               "settings": {"minutes": minutes, "kinds": kinds, "holes": holes, "stdlib_holes": len(stdlib)},
+               "projects": rows}
+    path = common.write("adapt", payload, quick=args.quick)
+    for row in rows:
+        for kind, j in row["judged"].items():
+            print(f"{row['project']} {kind}: single-line EM {j['single_line_before']:.0%} -> {j['single_line_after']:.0%}, "
+                  f"stdlib {j['stdlib_change']:+.1%}")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
