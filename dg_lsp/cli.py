@@ -26,6 +26,8 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-steps", type=int, default=0, help="denoising steps per canvas (0: the model's default)")
     group.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: one less than the cores, at most 4)")
     group.add_argument("--adapter", default="", help="an adapter directory made by `dg-lsp adapt`")
+    group.add_argument("--prompt-format", default="auto", choices=["auto", "fim", "pinned", "chat"],
+                       help="fim: FIM sentinels; pinned: the suffix pinned in the canvas; chat: the chat template")
 
 
 def engine_config(args: argparse.Namespace):
@@ -40,6 +42,7 @@ def engine_config(args: argparse.Namespace):
         max_steps=args.max_steps,
         threads=args.threads,
         adapter=args.adapter,
+        prompt_format=args.prompt_format,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from dg_engine import Engine, FillRequest
+from dg_engine.prompt import clean_chat_answer
 
 from .documents import Snapshot
 from .settings import Settings
@@ -167,11 +168,13 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
     request = request_for(job, ctx)
     result = engine.fill(request, cancel=cancel, on_step=on_step)
     cleaned, repair_rounds = [], 0
+    chat = getattr(getattr(engine, "format", None), "name", "") == "chat"
     for cand in result.candidates:
         if not rewriting and spec is not None and job.settings.syntax_repair:
             cand, rounds = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds)
             repair_rounds += rounds
-        text = cand.text if rewriting else postprocess(cand.text, ctx, spec)
+        raw = clean_chat_answer(cand.text, ctx.prefix) if chat and not rewriting else cand.text
+        text = raw if rewriting else postprocess(raw, ctx, spec)
         cleaned.append((text, cand.mean_confidence, cand))
     order = rank([(t, c) for t, c, _ in cleaned], ctx, spec) if not rewriting else range(len(cleaned))
     texts, confidences, seen, best = [], [], set(), None

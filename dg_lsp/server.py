@@ -310,7 +310,8 @@ class DgServer(LanguageServer):
 
 
 def _engine_dict(config: EngineConfig) -> dict:
-    return {k: getattr(config, k) for k in ("model", "device", "dtype", "quantization", "canvas_length", "max_steps", "threads") if getattr(config, k) != getattr(EngineConfig(), k)}
+    keys = ("model", "device", "dtype", "quantization", "canvas_length", "max_steps", "threads", "adapter", "prompt_format")
+    return {k: getattr(config, k) for k in keys if getattr(config, k) != getattr(EngineConfig(), k)}
 
 
 def _loop_handler(server: DgServer, route: Route):

@@ -17,7 +17,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 QUANTIZATIONS = ("none", "int8", "fp8", "nf4")
 BACKENDS = ("local", "remote")
-PROMPT_FORMATS = ("auto", "fim", "chat")
+PROMPT_FORMATS = ("auto", "fim", "pinned", "chat")
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ class EngineConfig:
 
     def load_key(self) -> tuple:
         """The options that need the model to be loaded (or the server reached) again when they change."""
-        local = (self.model, self.device, self.dtype, self.quantization, self.threads, self.engine, self.adapter)
+        local = (self.model, self.device, self.dtype, self.quantization, self.threads, self.engine, self.adapter,
+                 self.prompt_format)
         if self.engine != "remote":
             return local
         return local + (self.base_url, self.api_key_env, self.timeout, self.connect_timeout, self.retries,

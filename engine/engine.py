@@ -21,8 +21,12 @@ from .adapt.adapter import AdapterError
 from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
-from .prompt import FimFormat, choose_format, encode
+from .prompt import FimFormat, PinnedFormat, choose_format, encode
 from .quantize import model_bytes
+
+
+# What `_plan` returns as the holes of a pinned-suffix plan: each row's middle is its own free stretch.
+PINNED = ("pinned-suffix rows",)
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class Engine:
         self.quantization = quantization
         gen = model.generation_config
         extra = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
-        self.format = choose_format(tokenizer, [i for i in extra if i is not None])
+        self.format = choose_format(tokenizer, [i for i in extra if i is not None], config.prompt_format)
         self.prefix_cache = PrefixCache(model, chunk_size=256 if self.device.type == "cpu" else 2048)
         self.vocab_size = model.config.get_text_config().vocab_size
         self.defaults = _sampling_defaults(model, config)
@@ -158,11 +162,12 @@ class Engine:
             prefill = self.prefix_cache.prefill(prompt, reuse=request.reuse_cache)
             prefill_ms = (time.perf_counter() - started) * 1000
             plan, strategy, rows, row_lengths, holes = self._plan(request, options)
+            pinned_rows = row_lengths if holes is PINNED else None
             options = replace(options, canvas_length=plan.length)
             cache = fork(prefill.cache, rows)
             tokens, confidence, steps = [], [], torch.zeros(rows, dtype=torch.long)
             canvases = 0
-            continuable = not (request.seed_text is not None or request.lengths or request.segments)
+            continuable = not (request.seed_text is not None or request.lengths or request.segments or pinned_rows)
             for canvases in range(1, max(1, request.max_canvases) + 1):
                 out = denoise(
                     lambda canvas, sc: self._decode(canvas, sc, cache),
@@ -178,9 +183,9 @@ class Engine:
                 plan, strategy = self._fresh_plan(options)
         denoise_ms = (time.perf_counter() - started) * 1000 - prefill_ms
         tokens = torch.cat(tokens, -1)  # [N, C * canvases]
-        if not request.lengths:
+        if not request.lengths and pinned_rows is None:
             row_lengths = [tokens.shape[1]] * rows
-        candidates = self._candidates(tokens, torch.cat(confidence, -1), steps, row_lengths, holes)
+        candidates = self._candidates(tokens, torch.cat(confidence, -1), steps, row_lengths, holes, pinned_rows)
         return FillResult(
             candidates=candidates,
             prompt_tokens=prefill.prompt_tokens,
@@ -194,7 +199,8 @@ class Engine:
     @property
     def _stop(self) -> int:
         s = self.format.specials
-        return s.end_of_middle if isinstance(self.format, FimFormat) else s.eos
+        fim = self.format.base if isinstance(self.format, PinnedFormat) else self.format
+        return s.end_of_middle if isinstance(fim, FimFormat) and s.end_of_middle is not None else s.eos
 
     def _fresh_plan(self, options: SamplingOptions):
         strategy = EntropyBoundStrategy(options.entropy_bound, options.canvas_length, self.vocab_size, options.max_steps)
@@ -213,6 +219,13 @@ class Engine:
             layout = plans.segments(parts, self._stop, pad)
             strategy = EntropyBoundStrategy(options.entropy_bound, layout.plan.length, self.vocab_size, options.max_steps)
             return layout.plan, strategy, n, [layout.plan.length] * n, layout.holes
+        if isinstance(self.format, PinnedFormat):
+            # Free positions of a few lengths, the suffix's head pinned after each (see PinnedFormat).
+            base = options.canvas_length
+            lengths = sorted(set(request.lengths or (max(4, base // 2), base)))
+            plan, free = plans.pinned(lengths, self.format.suffix_head(request.suffix), n, self._stop, pad)
+            strategy = EntropyBoundStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
+            return plan, strategy, len(free), free, PINNED
         if request.lengths:
             plan, row_lengths = plans.variable_lengths(sorted(set(request.lengths)), n, pad)
             strategy = EntropyBoundStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
@@ -272,11 +285,16 @@ class Engine:
         return bool(torch.isin(canvas, stops).any(-1).all())
 
     def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor,
-                    row_lengths: list[int], holes: list[tuple[int, int]]) -> list[Candidate]:
+                    row_lengths: list[int], holes, pinned_rows: list[int] | None = None) -> list[Candidate]:
         out = []
         for row in range(tokens.shape[0]):
             canvas = tokens[row].tolist()
-            if holes:
+            if pinned_rows is not None:
+                # The middle is the free stretch; the pinned suffix after it is the file's own text.
+                parts = []
+                end = next((i for i, t in enumerate(canvas[: pinned_rows[row]]) if t in self.format.stop_ids),
+                           pinned_rows[row])
+            elif holes:
                 # A joint fill: the middle is the whole canvas; each hole is its free stretch.
                 parts = [self._plain(canvas[a:b]) for a, b in holes]
                 end = next((i for i, t in enumerate(canvas) if t == self._stop), len(canvas))
@@ -295,7 +313,7 @@ class Engine:
                     confidences=[float(confidence[row, i]) for i in kept],
                     steps=taken,
                     tokens_per_forward=(end + (end < len(canvas))) / max(1, taken),
-                    finished=end < row_lengths[row],
+                    finished=end < row_lengths[row] or pinned_rows is not None,
                     canvas=canvas,
                     length=row_lengths[row] if row < len(row_lengths) else len(canvas),
                     holes=parts,

@@ -30,6 +30,19 @@ def variable_lengths(lengths: list[int], n: int, pad: int) -> tuple[CanvasPlan, 
     return CanvasPlan(width, seed=seed, clamped=clamped), row_lengths
 
 
+def pinned(lengths: list[int], head: list[int], n: int, stop: int, pad: int) -> tuple[CanvasPlan, list[int]]:
+    """`n` rows per length: that many free positions, then the suffix's first tokens, end of
+    middle and padding, all clamped. Returns the plan and each row's number of free positions."""
+    width = max(lengths) + len(head) + 1
+    free = [k for k in lengths for _ in range(n)]
+    seed = torch.full((len(free), width), pad, dtype=torch.long)  # [N, C]
+    for row, k in enumerate(free):
+        seed[row, k : k + len(head)] = torch.tensor(head, dtype=torch.long)
+        seed[row, k + len(head)] = stop
+    clamped = torch.arange(width)[None, :] >= torch.tensor(free)[:, None]  # [N, C]
+    return CanvasPlan(width, seed=seed, clamped=clamped), free
+
+
 def seeded(seed_ids: list[int], stop: int, pad: int, min_length: int) -> CanvasPlan:
     """A canvas that starts from existing text (a rewrite), with room to grow by a quarter."""
     length = max(min_length, len(seed_ids) + max(4, len(seed_ids) // 4))

@@ -18,6 +18,7 @@ suffix are the same from one keystroke to the next, which is what makes prefix r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -159,11 +160,99 @@ class FimText:
         return "".join(parts)
 
 
-def choose_format(tokenizer, extra_stop_ids: Sequence[int] = ()) -> FimFormat | ChatFormat:
-    """FIM sentinels when the tokenizer has them, else the chat template, else an error."""
+@dataclass
+class PinnedFormat:
+    """The suffix pinned in the canvas: a diffusion-native infill for models without FIM sentinels.
+
+    The prompt holds only what comes before the hole (plain text, or the chat instruction to
+    continue it); the canvas holds free positions and then the first `PINNED_TOKENS` tokens of the
+    suffix, clamped. The model reads those the way it reads everything in a canvas, in both
+    directions, so the code after the hole shapes the fill without any sentinel having been
+    trained. Rewrites keep the base format's layout."""
+
+    base: FimFormat | ChatFormat
+    name: str = "pinned"
+
+    @property
+    def tokenizer(self):
+        return self.base.tokenizer
+
+    @property
+    def specials(self) -> SpecialTokens:
+        return self.base.specials
+
+    @property
+    def stop_ids(self) -> frozenset[int]:
+        return self.base.stop_ids
+
+    def infill_ids(
+        self, prefix: str, suffix: str, chunks: Sequence[str] = (), middle_so_far: str = ""
+    ) -> list[int]:
+        if isinstance(self.base, ChatFormat):
+            ids = self.base._chat(_CONTINUE_INSTRUCTION.format(code="".join(f"{c}\n\n" for c in chunks) + prefix))
+            return ids + encode(self.tokenizer, middle_so_far)
+        s = self.specials
+        ids: list[int] = [] if s.bos is None else [s.bos]
+        if s.file_separator is not None:
+            for chunk in chunks:
+                ids += [s.file_separator, *encode(self.tokenizer, chunk)]
+        return ids + encode(self.tokenizer, prefix + middle_so_far)
+
+    def rewrite_ids(self, prefix: str, text: str, suffix: str, instruction: str | None) -> list[int]:
+        if isinstance(self.base, ChatFormat) or self.specials.has_fim:
+            return self.base.rewrite_ids(prefix, text, suffix, instruction)
+        return self.infill_ids(prefix, suffix)  # no sentinels, no template: the text re-fills its place
+
+    def suffix_head(self, suffix: str) -> list[int]:
+        """The suffix tokens pinned after the free positions."""
+        return encode(self.tokenizer, suffix)[:PINNED_TOKENS]
+
+
+# An answer in a code fence (```python ... ```), as instruction-tuned models like to write them.
+_FENCE = re.compile(r"^\s*```[\w+#.-]*[ \t]*\n(.*?)(?:\n?```[ \t]*)?\s*$", re.S)
+MIN_REPEAT = 4
+
+
+def clean_chat_answer(answer: str, prefix: str) -> str:
+    """A chat model's answer as a middle: out of its code fence, without the code before the hole
+    that it repeated (the hole's line, or more). Overlap with the suffix is post-processing's."""
+    fenced = _FENCE.match(answer)
+    if fenced:
+        answer = fenced.group(1)
+    # The longest end of the prefix that the answer starts with, if it is not trivially short.
+    line_start = prefix.rfind("\n", 0, max(0, len(prefix) - 1)) + 1
+    for start in range(max(0, len(prefix) - 2000), len(prefix) - MIN_REPEAT + 1):
+        if 0 < start < line_start and prefix[start - 1] != "\n":
+            continue  # earlier lines are repeated whole; the hole's own line from anywhere
+        repeated = prefix[start:]
+        if answer.startswith(repeated):
+            return answer[len(repeated):]
+    return answer
+
+
+PINNED_TOKENS = 16
+_CONTINUE_INSTRUCTION = "Continue this code. Reply with only the code that comes next.\n\n{code}"
+PROMPT_LAYOUTS = ("auto", "fim", "pinned", "chat")
+
+
+def choose_format(tokenizer, extra_stop_ids: Sequence[int] = (), requested: str = "auto"):
+    """The prompt layout: `auto` takes FIM sentinels when the tokenizer has them, else the chat
+    template; `fim`, `chat` and `pinned` (the suffix pinned in the canvas, under the chat turns
+    when there is a template, else after plain text) are taken as asked, or refused with the reason."""
     specials = special_tokens(tokenizer)
-    if specials.has_fim:
-        return FimFormat(tokenizer, specials)
-    if getattr(tokenizer, "chat_template", None):
-        return ChatFormat(tokenizer, specials, frozenset(extra_stop_ids))
-    raise ValueError("the tokenizer has neither FIM sentinel tokens nor a chat template")
+    chat = ChatFormat(tokenizer, specials, frozenset(extra_stop_ids)) if getattr(tokenizer, "chat_template", None) else None
+    fim = FimFormat(tokenizer, specials) if specials.has_fim else None
+    if requested == "fim" and fim is None:
+        raise ValueError("prompt format 'fim' needs a tokenizer with FIM sentinel tokens; this one has none")
+    if requested == "chat" and chat is None:
+        raise ValueError("prompt format 'chat' needs a tokenizer with a chat template; this one has none")
+    if requested == "chat":
+        return chat
+    if requested == "pinned":
+        # A tokenizer with a chat template belongs to an instruction-tuned model: pin under its turns.
+        return PinnedFormat(chat or fim or FimFormat(tokenizer, specials))
+    if fim is not None:
+        return fim
+    if chat is not None:
+        return chat
+    raise ValueError("the tokenizer has neither FIM sentinel tokens nor a chat template; try prompt format 'pinned'")

@@ -60,6 +60,32 @@ def save_tiny(path: str | Path, seed: int = 0, canvas_length: int = 16) -> Path:
     return path
 
 
+# The turn format of Gemma's instruction-tuned checkpoints: a user turn, then the model's.
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{{ message['content'] | trim }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def save_tiny_chat(path: str | Path, seed: int = 0) -> Path:
+    """A tiny random instruction-tuned model: no FIM sentinels in use, a Gemma-style chat template
+    and its turn tokens, and the end of turn among the generation's end tokens."""
+    from .train.model import build_model
+
+    path = Path(path)
+    model, tokenizer = tiny_model(seed)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+    tokenizer.chat_template = GEMMA_CHAT_TEMPLATE
+    chat = build_model("tiny", len(tokenizer), seed, 16).eval()
+    chat.generation_config = model.generation_config
+    chat.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<end_of_turn>")]
+    chat.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 # Bumped whenever the tiny model's recipe changes, so a stale copy on disk is never reused.
 TINY_VERSION = 2
 

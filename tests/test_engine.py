@@ -225,3 +225,28 @@ def test_chunked_prefill_builds_the_same_cache_as_one_pass(engine):
     for la, lb in zip(a.layers, b.layers):
         assert la.keys.shape == lb.keys.shape
         assert torch.allclose(la.keys, lb.keys, atol=1e-5) and torch.allclose(la.values, lb.values, atol=1e-5)
+
+
+def test_pinned_suffix_layout_keeps_the_suffix_in_the_canvas_and_out_of_the_prompt(engine, monkeypatch):
+    from dg_engine.prompt import PINNED_TOKENS, PinnedFormat
+
+    fim = engine.format
+    monkeypatch.setattr(engine, "format", PinnedFormat(fim))
+    prompt = engine.format.infill_ids(PREFIX, SUFFIX)
+    assert fim.specials.fim_suffix not in prompt and fim.specials.fim_prefix not in prompt
+    assert engine.format.tokenizer.decode(prompt[1:]) == PREFIX  # the prefix alone, as plain text
+    calls = count_forwards(engine, monkeypatch)
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, n=2, lengths=(4, 8)))
+    head = engine.format.suffix_head(SUFFIX)
+    assert 0 < len(head) <= PINNED_TOKENS and set(calls) == {4}  # both lengths, two rows each, one batch
+    for cand in result.candidates:
+        k = cand.length
+        assert k in (4, 8) and cand.canvas[k : k + len(head)] == head  # the suffix's head, pinned
+        assert cand.canvas[k + len(head)] == fim.specials.end_of_middle and len(cand.token_ids) <= k
+        assert cand.finished
+    # The pinned layout is chosen by name, and refused where the tokenizer cannot support the asked one.
+    from dg_engine.prompt import choose_format
+
+    assert isinstance(choose_format(fim.tokenizer, requested="pinned"), PinnedFormat)
+    with pytest.raises(ValueError, match="chat template"):
+        choose_format(fim.tokenizer, requested="chat")

@@ -14,22 +14,14 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_helpers import capabilities, command, open_doc, server_command, server_env, tiny_model_dir, wait_ready
+from lsp_helpers import command, open_doc, open_session, server_command, server_env, tiny_model_dir
 
 SRC = "class Shape:\n    def area(self, w, h):\n        total = w * h\n        return total\n"
 
 
 async def start(client: LanguageClient, tmp_path_factory, **options):
-    @client.feature("dg/status")
-    def status(params):
-        pass
-
-    root = tmp_path_factory.mktemp("ws")
-    await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(), root_uri=root.as_uri(),
-        initialization_options={"model": str(tiny_model_dir()), "maxSteps": 4, **options}))
-    client.root = root
-    assert (await wait_ready(client))["state"] == "ready"
+    status = await open_session(client, tmp_path_factory, {"model": str(tiny_model_dir()), "maxSteps": 4, **options})
+    assert status["state"] == "ready"
 
 
 def session(name: str, **options):
