@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose")
+OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "layouts")
 OTHERS = ("quality", "reliability", "features")  # written alongside; run when present
 # Benchmarks whose --model means the diffusion model under test (gpu's means the tokens/s model).
 TAKES_MODEL = set(OWN) | {"features"}
@@ -37,6 +37,7 @@ STANDARD = {
     "features": ["--cases", "4", "--humaneval", "3"],
     "next_edit": ["--per-kind", "10"],
     "prose": ["--paragraphs", "10"],
+    "layouts": ["--cases", "10"],
     "reliability": ["--standard"],
 }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .common import RESULTS
 
-NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "quality", "reliability")
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "layouts", "quality", "reliability")
 # The next-edit targets: right share per kind (renames, the rest), precision of what is shown, p50.
 NEXT_EDIT_TARGETS = {"rename": 0.5, "other": 0.3, "precision": 0.8, "p50_ms": 300.0}
 
@@ -145,6 +145,9 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
                          j["single_line_met"]))
             rows.append(("adapt", f"{row['project']}, {kind} adapter: held-out stdlib exact match change",
                          f"{j['stdlib_change']:+.1%}", "≥ -2 points", j["stdlib_met"]))
+    for layout, sets in ((r.get("layouts") or {}).get("layouts") or {}).items():
+        cells = ", ".join(f"{name} {v['exact_match']:.0%} / {v['edit_similarity']:.2f}" for name, v in sets.items())
+        rows.append(("layouts", f"{layout} layout: exact match / edit similarity", cells, "", None))
     if "prose" in r:
         d = r["prose"]
         t, met = d["targets"], d["target_met"]

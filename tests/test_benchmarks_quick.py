@@ -211,3 +211,14 @@ def test_every_size_make_bench_uses_is_an_option_of_its_benchmark():
         module = importlib.import_module(f"benchmarks.{name}")
         args = module.parse_args(argv)  # argparse exits on an unknown option
         assert not getattr(args, "quick", False)
+
+
+def test_layouts_quick():
+    from benchmarks import layouts
+
+    layouts.main(["--quick"])
+    data = written("layouts")
+    assert set(data["layouts"]) == {"fim", "pinned", "chat"}
+    for sets in data["layouts"].values():
+        assert {"single_line", "multi_line", "random_span"} <= set(sets)
+        assert all(0 <= v["exact_match"] <= 1 and v["ms_per_fill"] > 0 for v in sets.values())
