@@ -1,4 +1,8 @@
-"""
+"""Fault injection for the reliability tests, present only when DG_LSP_TEST_FAULTS=1.
+
+The `dg.test.*` commands make the server fail where a user's machine might (an exception on the
+loop or the worker, an out-of-memory error in the next fill), or control the garbage collector for
+the memory tests; `DG_LSP_TEST_LOAD_DELAY_S` makes the model load that many seconds slower.
 """
 
 from __future__ import annotations
@@ -16,6 +20,19 @@ def install_test_faults(server) -> bool:
     if os.environ.get(TEST_FAULTS_ENV) != "1":
         return False
     log.warning("%s=1: test-fault commands are enabled", TEST_FAULTS_ENV)
+
+    delay = float(os.environ.get("DG_LSP_TEST_LOAD_DELAY_S", "0") or 0)
+    if delay > 0:
+        # A model that takes its time to load, to see what the editor is told meanwhile.
+        load = server.host._loader
+
+        def slow_load(config):
+            import time
+
+            time.sleep(delay)
+            return load(config)
+
+        server.host._loader = slow_load
 
     @server.command("dg.test.raise")
     async def raise_(*args):
