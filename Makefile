@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-python test-editors test-vllm vscode bench bench-full bench-quick corpus train clean
+.PHONY: setup demo test test-python test-editors test-vllm test-vscode vscode bench bench-full bench-quick corpus train clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,14 @@ test-editors: vscode
 # the embedded model on 127.0.0.1 and tests the remote backend and the language server through it.
 test-vllm: $(STAMP)
 	bash scripts/vllm_test.sh
+
+# Not part of `make test`: a real VS Code (code-server) runs the packaged extension against the real
+# server, driven through Debian's Chromium by playwright-core (editors/vscode/e2e/). Screenshots go
+# to benchmarks/results/vscode/. DG_E2E_MODEL picks the model (default: the embedded one).
+test-vscode: $(STAMP)
+	$(MAKE) -C editors/vscode package
+	bash editors/vscode/e2e/setup.sh
+	cd editors/vscode/e2e && DG_E2E_PYTHON=$(abspath $(BIN))/python node run.mjs
 
 vscode:
 	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode package smoke; fi

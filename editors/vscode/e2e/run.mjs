@@ -1,0 +1,218 @@
+// The packaged extension inside a real VS Code: code-server serves the workbench, Debian's
+// Chromium shows it, and playwright-core drives it as a user would. The extension starts the real
+// `dg-lsp serve` with the model named by $DG_E2E_MODEL (default: the embedded one).
+//
+//   node run.mjs            (make test-vscode builds the .vsix and runs setup.sh first)
+//
+// Steps, each with a screenshot in benchmarks/results/vscode/: the status bar item turns ready;
+// typing in a Python file shows ghost text, which Tab accepts; "DG: Fill in the middle here"
+// from the command palette edits the file; "DG: Rewrite paragraph" runs on a Markdown file.
+// Exits non-zero with the step that failed; the server's output is in the DG output channel's
+// log under the temporary user-data folder, which is kept on failure.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..', '..');
+const VSIX = path.join(ROOT, 'editors', 'vscode', 'dg-lsp.vsix');
+const SHOTS = path.join(ROOT, 'benchmarks', 'results', 'vscode');
+const CODE_SERVER = path.join(HERE, 'node_modules', '.bin', 'code-server');
+const PYTHON = process.env.DG_E2E_PYTHON || path.join(ROOT, '.venv', 'bin', 'python');
+const CHROMIUM = process.env.DG_E2E_CHROMIUM || '/usr/bin/chromium';
+const MODEL = process.env.DG_E2E_MODEL || 'embedded';
+const WAIT = Number(process.env.DG_E2E_WAIT_MS || 120_000);
+
+const GHOST_PY = 'def area(width, height):\n    return \n\n\ndef main():\n    print(area(2, 3))\n';
+const NOTES_MD = '# Notes\n\nThis paragraph are the one\nthat get rewritten by the the model.\n\nThis one stays.\n';
+
+function freePort() {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function until(what, fn, timeout = WAIT) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const value = await fn();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function editorText(page) {
+  // The rendered lines of the active editor (VS Code renders spaces as non-breaking spaces).
+  return page.evaluate(() => {
+    const editor = document.querySelector('.editor-instance .monaco-editor .view-lines');
+    if (!editor) return '';
+    const lines = [...editor.querySelectorAll('.view-line')]
+      .map((l) => ({ top: parseFloat(l.style.top), text: l.textContent.replace(/\u00a0/g, ' ') }))
+      .sort((a, b) => a.top - b.top);
+    return lines.map((l) => l.text).join('\n');
+  });
+}
+
+async function palette(page, command) {
+  await page.keyboard.press('F1');
+  await page.waitForSelector('.quick-input-widget .quick-input-box input', { timeout: WAIT });
+  await page.keyboard.type(command, { delay: 10 });
+  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${command.replace(/"/g, '')}"]`, { timeout: WAIT });
+  await page.keyboard.press('Enter');
+}
+
+async function openFile(page, name) {
+  await page.keyboard.press('Control+P');
+  await page.waitForSelector('.quick-input-widget .quick-input-box input', { timeout: WAIT });
+  await page.keyboard.type(name, { delay: 10 });
+  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${name}"]`, { timeout: WAIT });
+  await page.keyboard.press('Enter');
+  await until(`${name} in the editor`, async () => (await page.locator('.tab.active').textContent())?.includes(name));
+}
+
+async function statusItem(page) {
+  return page.evaluate(() => {
+    const items = [...document.querySelectorAll('.statusbar-item')];
+    const dg = items.find((i) => /\bDG\b/.test(i.textContent || ''));
+    return dg ? dg.textContent.trim() : '';
+  });
+}
+
+async function main() {
+  if (!fs.existsSync(VSIX)) throw new Error(`${VSIX} is missing: run make -C editors/vscode package`);
+  fs.mkdirSync(SHOTS, { recursive: true });
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'dg-vscode-e2e-'));
+  const userData = path.join(tmp, 'user');
+  const extensions = path.join(tmp, 'extensions');
+  const workspace = path.join(tmp, 'workspace');
+  fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
+  fs.mkdirSync(workspace);
+  fs.writeFileSync(path.join(workspace, 'ghost.py'), GHOST_PY);
+  fs.writeFileSync(path.join(workspace, 'notes.md'), NOTES_MD);
+  fs.writeFileSync(path.join(userData, 'User', 'settings.json'), JSON.stringify({
+    'dgLsp.server.python': PYTHON,
+    'dgLsp.model': MODEL,
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'security.workspace.trust.enabled': false,
+    'editor.inlineSuggest.enabled': true,
+    // The word-based suggest list would cover the inline suggestion (VS Code hides one under it).
+    'editor.quickSuggestions': { other: false, comments: false, strings: false },
+    'editor.wordBasedSuggestions': 'off',
+    'editor.suggestOnTriggerCharacters': false,
+    'telemetry.telemetryLevel': 'off',
+    'extensions.autoCheckUpdates': false,
+    'update.mode': 'none',
+  }, null, 2));
+  const common = ['--user-data-dir', userData, '--extensions-dir', extensions];
+  const install = spawnSync(CODE_SERVER, [...common, '--install-extension', VSIX], { encoding: 'utf8' });
+  if (install.status !== 0) throw new Error(`installing the .vsix failed: ${install.stdout}${install.stderr}`);
+  const port = await freePort();
+  const server = spawn(CODE_SERVER, [...common, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
+    '--disable-telemetry', '--disable-workspace-trust', '--disable-update-check', workspace],
+  { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DG_LSP_LOG: 'INFO' } });
+  let serverLog = '';
+  server.stdout.on('data', (d) => { serverLog += d; });
+  server.stderr.on('data', (d) => { serverLog += d; });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  const report = { steps: {} };
+  let ok = false;
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await until('code-server to listen', async () => {
+      try { return (await fetch(`http://127.0.0.1:${port}/healthz`)).ok; } catch { return false; }
+    });
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`);
+    await page.waitForSelector('.monaco-workbench', { timeout: WAIT });
+
+    // 1. Ghost text: type after "return " and wait for VS Code's inline suggestion.
+    await openFile(page, 'ghost.py');
+    report.steps.status_loading = await until('the DG status bar item', () => statusItem(page));
+    await until('the model to be ready', async () => /DG( \d+ ms)?$|check/.test(await statusItem(page)) &&
+      !/loading|starting/i.test(await statusItem(page)));
+    report.steps.status_ready = await statusItem(page);
+    await page.screenshot({ path: path.join(SHOTS, 'status.png') });
+    await page.click('.editor-instance .view-line >> nth=1');
+    await page.keyboard.press('End');
+    const before = await editorText(page);
+    await page.keyboard.type('w', { delay: 50 });
+    // Typing asks for ghost text; if that answer came back empty, ask again (Alt+\ is VS Code's
+    // "Trigger Inline Suggestion"), as a user would.
+    let polls = 0;
+    const ghost = await until('ghost text in the editor', async () => {
+      const el = await page.$('.ghost-text-decoration, .ghost-text');
+      if (el) return (await el.textContent()) || ' ';
+      if (++polls % 20 === 0) await page.keyboard.press('Alt+Backslash');
+      return null;
+    });
+    report.steps.ghost = ghost;
+    await page.screenshot({ path: path.join(SHOTS, 'ghost-text.png') });
+    await page.keyboard.press('Tab');
+    const accepted = await until('the suggestion to be accepted', async () => {
+      const now = await editorText(page);
+      return now !== before && !(await page.$('.ghost-text-decoration')) ? now : null;
+    });
+    report.steps.accepted = accepted.split('\n')[1];
+
+    // 2. "DG: Fill in the middle here" from the command palette.
+    await page.keyboard.press('Control+End');
+    await page.keyboard.press('Enter');
+    await page.keyboard.type('def volume(width, height, depth):\n', { delay: 10 });
+    const beforeFill = await editorText(page);
+    await palette(page, 'DG: Fill in the middle here');
+    report.steps.filled = await until('the fill to land', async () => {
+      const now = await editorText(page);
+      return now !== beforeFill ? now : null;
+    });
+    await page.screenshot({ path: path.join(SHOTS, 'fill-in-the-middle.png') });
+
+    // 3. "DG: Rewrite paragraph" in a Markdown file.
+    await openFile(page, 'notes.md');
+    await page.click('.editor-instance .view-line >> nth=2');
+    const beforeRewrite = await editorText(page);
+    await palette(page, 'DG: Rewrite paragraph');
+    report.steps.rewritten = await until('the rewrite to land or be refused', async () => {
+      const now = await editorText(page);
+      if (now !== beforeRewrite) return now;
+      // Or the reason nothing changed (the progress toast itself ends in an ellipsis).
+      for (const toast of await page.$$('.notifications-toasts .notification-list-item-message')) {
+        const text = (await toast.textContent()) || '';
+        if (text && !text.endsWith('…')) return `message: ${text}`;
+      }
+      return null;
+    });
+    await page.screenshot({ path: path.join(SHOTS, 'rewrite-paragraph.png') });
+    report.steps.status_after = await statusItem(page);
+    ok = true;
+  } catch (error) {
+    const page = browser.contexts()[0]?.pages()[0];
+    if (page) await page.screenshot({ path: path.join(tmp, 'failure.png') }).catch(() => {});
+    throw error;
+  } finally {
+    fs.writeFileSync(path.join(SHOTS, 'report.json'), JSON.stringify({ ok, model: MODEL, ...report }, null, 2));
+    await browser.close();
+    server.kill('SIGTERM');
+    if (!ok) {
+      console.error(serverLog.slice(-4000));
+      console.error(`kept ${tmp} for inspection`);
+    } else {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  }
+  console.log(JSON.stringify(report, null, 2));
+}
+
+main().catch((error) => {
+  console.error(`VS Code end-to-end test failed: ${error.message}`);
+  process.exit(1);
+});
