@@ -35,7 +35,7 @@ class Learner:
 
     def start(self, folder: Path, minutes: float) -> dict:
         """Start learning `folder`; answers at once (the run goes on in the background)."""
-        if self.process is not None and self.process.returncode is None:
+        if self.state.get("running"):  # set before the child exists, so a second start waits its turn
             return {"started": False, "message": f"already learning {self.state.get('folder')}"}
         engine = self.server.settings.engine
         if engine.engine == "remote":
@@ -48,10 +48,11 @@ class Learner:
         return {"started": True, "adapter": str(out), "message": f"learning {folder} for {minutes:g} minutes"}
 
     def stop(self) -> dict:
-        if self.process is None or self.process.returncode is not None:
+        if not self.state.get("running"):
             return {"stopped": False, "message": "nothing is being learned"}
-        self.process.terminate()
-        self.state["stopping"] = True
+        self.state["stopping"] = True  # a child still starting is stopped as soon as it exists
+        if self.process is not None and self.process.returncode is None:
+            self.process.terminate()
         return {"stopped": True, "message": "stopping after the current step; the adapter so far is kept"}
 
     async def _run(self, folder: Path, minutes: float, model: str) -> None:
@@ -65,6 +66,8 @@ class Learner:
             except OSError as exc:
                 self._finish(f"could not start the adaptation: {exc}", ok=False)
                 return
+            if self.state.get("stopping"):
+                self.process.terminate()
             done = None
             assert self.process.stdout is not None
             async for line in self.process.stdout:
