@@ -207,7 +207,8 @@ async def test_invalid_settings_fall_back_with_a_message(client):
 
 async def test_cancel_a_running_request(client):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"dgLsp": {"maxSteps": 400, "canvasLength": 256}}))
+        # No background next-edit runs either: only the cancelled request may make decoder passes.
+        settings={"dgLsp": {"maxSteps": 400, "canvasLength": 256, "nextEdit": {"enabled": False}}}))
     await asyncio.sleep(0.1)
     text, pos = position_of("def slow():\n    <|>\n", "<|>")
     u = uri(client, "cancel.py")
