@@ -9,7 +9,8 @@ cannot hold all 30 layers, it measures 6 and 12 layers and extrapolates linearly
 count (t = a + b * layers) to 30; the JSON says which. Recorded: encoder prefill and per-step
 decoder latency (canvas 256, self-conditioning on) at 1k and 4k context, in bf16 and, where
 torchao is installed and the GPU has fp8, with fp8 linears (experts stay bf16); and tokens/s of
-the embedded model. Without a GPU (CI) it runs only a tiny config on the CPU to prove the code
+the embedded model; and the three quantized loading routes (FP8 and NVFP4 compressed-tensors
+checkpoints, nf4 through bitsandbytes) on the shipped model, through dg-lsp's loader. Without a GPU (CI) it runs only a tiny config on the CPU to prove the code
 works and writes `gpu.quick.json`.
 
     python -m benchmarks.gpu [--tiny] [--contexts 1024,4096] [--layers 0]
@@ -211,6 +212,56 @@ def embedded_tokens_per_second(model: str, device: str, quick: bool) -> dict:
     return {"device": device, "fills": len(spans), "tokens": tokens, "tokens_per_s": round(tokens / max(seconds, 1e-9), 1)}
 
 
+def quantized_loads(device: str, quick: bool) -> dict:
+    """The three quantized routes users take, through dg-lsp's own loader on the shipped model's
+    real weights: FP8 and NVFP4 compressed-tensors checkpoints (written by that library) and nf4
+    on the fly. Per route: load seconds, weight bytes, fill latency, and the total-variation
+    distance of one decoder pass's distributions from the unquantized load's."""
+    import tempfile
+    from pathlib import Path
+
+    from dg_engine import EngineConfig, FillRequest, load_engine
+    from dg_engine.compressed import save_compressed
+    from dg_engine.kvcache import fork
+    from dg_engine.loader import EMBEDDED_DIR
+
+    def distributions(engine) -> torch.Tensor:
+        prompt = engine.format.infill_ids("def mean(values):\n    total = sum(values)\n    return ", "\n")
+        prefill = engine.prefix_cache.prefill(prompt, reuse=False)
+        canvas = torch.randint(0, engine.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0))  # [N, C]
+        with torch.inference_mode():
+            logits = engine._decode(canvas.to(engine.device), None, fork(prefill.cache, 4)).float()  # [N, C, V]
+        return torch.softmax(logits, -1).cpu()
+
+    out, reference = {}, None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("none", "fp8", "nvfp4", "nf4"):
+            try:
+                if name in ("fp8", "nvfp4"):
+                    config = EngineConfig(model=str(save_compressed(EMBEDDED_DIR, Path(tmp) / name, name)), device=device)
+                else:
+                    config = EngineConfig(device=device, quantization=name)
+                started = time.perf_counter()
+                engine = load_engine(config)
+                row = {"load_s": round(time.perf_counter() - started, 2), "quantization": engine.info()["quantization"],
+                       "weight_bytes": engine.memory_bytes}
+                probs = distributions(engine)
+                reference = probs if reference is None else reference
+                row["tv_from_unquantized"] = round(0.5 * (probs - reference).abs().sum(-1).mean().item(), 4)
+                request = FillRequest("def mean(values):\n    total = sum(values)\n    return ", "\n", reuse_cache=False)
+                engine.fill(request)
+                times = []
+                for _ in range(2 if quick else 10):
+                    started = time.perf_counter()
+                    engine.fill(request)
+                    times.append((time.perf_counter() - started) * 1000)
+                row["fill_ms_median"] = round(sorted(times)[len(times) // 2], 1)
+                out[name] = row
+            except Exception as exc:  # One route failing must not hide the others' numbers.
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return out
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.splitlines()[0])
     p.add_argument("--tiny", action="store_true", help="a tiny config on the CPU (what CI runs)")
@@ -263,6 +314,10 @@ def run(args) -> dict:
         embedded = embedded_tokens_per_second(model, device.type, tiny)
     except Exception as exc:
         embedded = {"skipped": f"{type(exc).__name__}: {exc}"[:300]}
+    try:
+        quantized = quantized_loads(device.type, tiny)
+    except ImportError as exc:
+        quantized = {"skipped": f"the quantized extra is not installed ({exc})"}
     payload = {
         "model": model_label(model),
         "quick": tiny,
@@ -273,6 +328,7 @@ def run(args) -> dict:
         "bf16": bf16,
         "fp8": fp8,
         "embedded": embedded,
+        "quantized_loads": quantized,
     }
     path = common.write("gpu", payload, quick=tiny)
     print(f"wrote {path}")

@@ -129,6 +129,11 @@ def check(config) -> int:
     print(f"model         {info['model']} ({info['format']} prompts, {info['parameters'] / 1e6:.1f}M parameters)")
     print(f"device        {info['device']}, {info['dtype']}, quantization {info['quantization']}")
     print(f"memory        {info['memoryBytes'] / 2**20:.1f} MiB of weights")
+    if info["quantization"] not in ("none", "int8") and "decompressed" not in info["quantization"]:
+        from dg_engine.quantize import quantized_linears
+
+        done, total = quantized_linears(engine.model)
+        print(f"quantized     {done} of {total} linear layers hold quantized weights")
     if info.get("adapter"):
         a = info["adapter"]
         print(f"adapter       {a['path']}: " + (f"refused ({a['error']})" if "error" in a else

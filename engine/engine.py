@@ -22,7 +22,7 @@ from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
-from .quantize import model_bytes
+from .quantize import checkpoint_format, describe, model_bytes
 
 
 # What `_plan` returns as the holes of a pinned-suffix plan: each row's middle is its own free stretch.
@@ -376,7 +376,7 @@ def load_engine(config: EngineConfig) -> Engine:
         return connect(config)
     where = placement(config)
     path = resolve_source(config.model)
-    check_directory(path)
+    fmt = checkpoint_format(check_directory(path))
     torch.set_num_threads(config.torch_threads())
     adapter: dict = {}
     try:
@@ -390,6 +390,6 @@ def load_engine(config: EngineConfig) -> Engine:
         model, tokenizer = load_model(path, where)
         adapter = {"path": config.adapter, "error": str(exc)}
     engine = Engine(model, tokenizer, config, source=config.model if config.model != "embedded" else "embedded",
-                    quantization=where.quantization)
+                    quantization=describe(fmt, where.quantization, where.dtype))
     engine.adapter = adapter
     return engine

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,9 +109,9 @@ def placement(config: EngineConfig) -> Placement:
             "use --device cpu or auto"
         )
     device = torch.device("cuda" if config.device == "cuda" or (config.device == "auto" and cuda) else "cpu")
-    if config.quantization in ("fp8", "nf4") and device.type != "cuda":
+    if config.quantization == "fp8" and device.type != "cuda":
         raise UnsupportedOptionError(
-            f"quantization '{config.quantization}' needs a CUDA GPU; on the CPU use 'int8' or 'none'"
+            "quantization 'fp8' needs a CUDA GPU; on the CPU use 'int8' (fastest) or 'nf4' (smallest)"
         )
     if config.quantization == "int8" and device.type != "cpu":
         raise UnsupportedOptionError("quantization 'int8' is the CPU path; on a GPU use 'fp8' or 'nf4'")
@@ -133,21 +134,41 @@ def load_model(path: Path, where: Placement, adapter: str = ""):
 
     hf_logging.disable_progress_bar()
 
-    from .quantize import gpu_quantization_config, quantize_int8
+    from .quantize import checkpoint_format, gpu_quantization_config, prequantized_config, quantize_int8
 
     kwargs = dict(dtype=where.dtype, use_safetensors=True, trust_remote_code=False, local_files_only=True)
-    quant = gpu_quantization_config(where.quantization, where.dtype)
+    fmt = checkpoint_format(json.loads((path / "config.json").read_text()))
+    if fmt.prequantized:
+        quant = prequantized_config(fmt, where.quantization)
+        on_device = fmt.method == "bitsandbytes"  # bitsandbytes places its own weights.
+    else:
+        quant = gpu_quantization_config(where.quantization, where.dtype)
+        on_device = quant is not None
     if quant is not None:
-        kwargs.update(quantization_config=quant, device_map={"": where.device.index or 0})
+        kwargs.update(quantization_config=quant)
+    if on_device:
+        kwargs.update(device_map={"": (where.device.index or 0) if where.device.type == "cuda" else "cpu"})
     try:
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(str(path), **kwargs)
-        if quant is None:
+        # A decompressed checkpoint leaves its activation scales unused, which transformers reports
+        # as unexpected keys; that report is expected here and only alarms the user.
+        verbosity = hf_logging.get_verbosity()
+        if fmt.method == "compressed-tensors":
+            hf_logging.set_verbosity_error()
+        try:
+            with warnings.catch_warnings():
+                # Passing `dequantize` for a checkpoint that has its own quantization_config is the
+                # documented way to choose how it loads; transformers still warns about it.
+                warnings.filterwarnings("ignore", message="You passed `quantization_config`")
+                model = DiffusionGemmaForBlockDiffusion.from_pretrained(str(path), **kwargs)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        if not on_device:
             model = model.to(where.device)
         model.eval()
         if adapter:
             from .adapt.adapter import fingerprint, load_into
 
-            if quant is not None:
+            if on_device:
                 raise UnsupportedOptionError("adapters apply to unquantized weights; use --quantization none or int8")
             load_into(model, Path(adapter).expanduser(), fingerprint(path))
         if where.quantization == "int8":

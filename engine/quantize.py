@@ -1,15 +1,23 @@
-"""Weight quantization: int8 on the CPU, fp8 and nf4 on CUDA.
+"""Weight quantization: int8 and nf4 on the fly, and the pre-quantized checkpoints users download.
 
 int8 uses PyTorch's dynamic quantization (int8 weights, int8 GEMMs through fbgemm/oneDNN), which
-is the one quantized path that runs well on a CPU. DiffusionGemma's encoder and decoder share
+is the quantized path that runs fastest on a CPU. DiffusionGemma's encoder and decoder share
 their layer weights, so the decoder's quantized linears are also installed in the encoder;
 quantizing both separately would keep two int8 copies of every layer. fp8 and nf4 go through
-transformers' own quantizers, which need a GPU.
+transformers' own quantizers (nf4 through bitsandbytes, whose CPU backend also runs it).
+
+Released checkpoints come pre-quantized in the compressed-tensors format (FP8, NVFP4) or as
+bitsandbytes 4-bit files; `checkpoint_format` reads which from config.json, and
+`prequantized_config` says how transformers loads it here. The one rule both quantizer routes
+need: transformers leaves tied weights unquantized by default, and every text layer of
+DiffusionGemma is tied (encoder to decoder), so the modules to skip are named explicitly;
+otherwise "nf4" would quantize nothing but the vision tower.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -53,24 +61,131 @@ def _is_quantized(module: nn.Module) -> bool:
     )
 
 
+# Never quantized: the tied output head, the mixture-of-experts routers (a few outputs each, and
+# where a rounding error changes which expert runs), and the vision tower a code model never runs.
+SKIP_MODULES = ["lm_head", "router", "vision_tower", "embed_vision"]
+# As transformers' quantizers match them: a regex from the start of the module's full name.
+SKIP_PATTERNS = [rf".*\b{name}" for name in SKIP_MODULES]
+
+
 def gpu_quantization_config(quantization: str, dtype: torch.dtype):
-    """transformers' quantization config for the CUDA modes, or None for none/int8."""
+    """transformers' quantization config for nf4 and fp8 on the fly, or None for none/int8."""
     if quantization == "nf4":
         try:
             import bitsandbytes  # noqa: F401
         except ImportError as exc:
-            raise UnsupportedOptionError("quantization 'nf4' needs bitsandbytes: pip install bitsandbytes") from exc
+            raise UnsupportedOptionError("quantization 'nf4' needs bitsandbytes: pip install 'dg-lsp[quantized]'") from exc
         from transformers import BitsAndBytesConfig
 
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
+                                  llm_int8_skip_modules=SKIP_PATTERNS)
     if quantization == "fp8":
         major, minor = torch.cuda.get_device_capability()
         if (major, minor) < (8, 9):
             raise UnsupportedOptionError(f"quantization 'fp8' needs a GPU of compute capability 8.9+, found {major}.{minor}")
         from transformers import FineGrainedFP8Config
 
-        return FineGrainedFP8Config()
+        return FineGrainedFP8Config(modules_to_not_convert=SKIP_PATTERNS)
     return None
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """How a checkpoint's weights are stored: `name` is what `dg-lsp check` prints."""
+
+    name: str  # "none", "fp8", "nvfp4", "int4", "nf4", ...
+    method: str = ""  # config.json's quant_method: "compressed-tensors", "bitsandbytes", ...
+
+    @property
+    def prequantized(self) -> bool:
+        return self.method != ""
+
+
+# compressed-tensors' storage formats, by the name users know them by.
+COMPRESSED_FORMATS = {
+    "float-quantized": "fp8",
+    "naive-quantized": "fp8",
+    "nvfp4-pack-quantized": "nvfp4",
+    "mxfp4-pack-quantized": "mxfp4",
+    "pack-quantized": "int4",
+    "int-quantized": "int8",
+}
+
+
+def checkpoint_format(config: dict) -> CheckpointFormat:
+    """The weight format a model directory's config.json declares."""
+    quant = config.get("quantization_config") or {}
+    method = quant.get("quant_method", "")
+    if not method:
+        return CheckpointFormat("none")
+    if method == "compressed-tensors":
+        fmt = quant.get("format") or ""
+        return CheckpointFormat(COMPRESSED_FORMATS.get(fmt, fmt or "compressed"), method)
+    if method == "bitsandbytes":
+        if quant.get("load_in_4bit") or quant.get("_load_in_4bit"):
+            return CheckpointFormat(quant.get("bnb_4bit_quant_type", "nf4"), method)
+        return CheckpointFormat("int8-bnb", method)
+    return CheckpointFormat(method, method)
+
+
+def prequantized_config(fmt: CheckpointFormat, requested: str):
+    """The quantization config that loads a pre-quantized checkpoint here, or a clear refusal.
+
+    compressed-tensors weights are decompressed at load to the requested dtype, on the CPU and on
+    CUDA alike: transformers would otherwise decompress them on the first forward anyway (its FP8
+    kernel route skips tied layers, which are all of DiffusionGemma's text layers). The memory is
+    then the dense model's; vLLM (the remote backend) is the route that runs FP8/NVFP4 natively.
+    bitsandbytes files load as they are, on CUDA or through bitsandbytes' CPU backend."""
+    if requested not in ("none", "int8"):
+        raise UnsupportedOptionError(
+            f"the checkpoint is already quantized ({fmt.name}, {fmt.method}); drop --quantization {requested}"
+        )
+    if fmt.method == "compressed-tensors":
+        try:
+            import compressed_tensors  # noqa: F401
+        except ImportError as exc:
+            raise UnsupportedOptionError(
+                f"this checkpoint is {fmt.name} in the compressed-tensors format, which needs the "
+                "compressed-tensors package: pip install 'dg-lsp[quantized]'"
+            ) from exc
+        from transformers import CompressedTensorsConfig
+
+        return CompressedTensorsConfig(dequantize=True)
+    if fmt.method == "bitsandbytes":
+        if requested == "int8":
+            raise UnsupportedOptionError("the checkpoint is bitsandbytes-quantized; drop --quantization int8")
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError as exc:
+            raise UnsupportedOptionError(
+                f"this checkpoint is {fmt.name} from bitsandbytes: pip install 'dg-lsp[quantized]'"
+            ) from exc
+        return None  # transformers reads the file's own config.
+    raise UnsupportedOptionError(
+        f"the checkpoint is quantized with '{fmt.method}'; dg-lsp loads compressed-tensors (FP8, NVFP4) "
+        "and bitsandbytes checkpoints, or unquantized ones with --quantization int8, nf4 or fp8"
+    )
+
+
+def describe(fmt: CheckpointFormat, requested: str, dtype: torch.dtype) -> str:
+    """What `dg.status` and `dg-lsp check` say about the weights."""
+    if not fmt.prequantized:
+        return requested
+    how = f"decompressed to {str(dtype).removeprefix('torch.')}" if fmt.method == "compressed-tensors" else "as stored"
+    return f"{fmt.name} checkpoint ({fmt.method}, {how})" + (", then int8" if requested == "int8" else "")
+
+
+def quantized_linears(model: nn.Module) -> tuple[int, int]:
+    """(quantized, all) linears meant to be quantized (all but SKIP_MODULES), so a quantizer that
+    skipped some shows."""
+    quantized = total = 0
+    for name, module in model.named_modules():
+        kind = type(module).__name__
+        if "Linear" not in kind or any(skip in name.split(".") for skip in SKIP_MODULES):
+            continue
+        total += 1
+        quantized += kind != "Linear" or _is_quantized(module)
+    return quantized, total
 
 
 def model_bytes(model: nn.Module) -> int:

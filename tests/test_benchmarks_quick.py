@@ -185,6 +185,10 @@ def test_gpu_tiny():
     (extrapolated,) = data["bf16"]["reduced_check"]["extrapolated"]
     assert extrapolated["layers"] == 30 and set(data["bf16"]["reduced_check"]["runs"]) == {"6", "12"}
     assert data["embedded"]["tokens_per_s"] > 0
+    loads = data["quantized_loads"]
+    assert set(loads) == {"none", "fp8", "nvfp4", "nf4"} and not [k for k, v in loads.items() if "error" in v]
+    assert loads["none"]["tv_from_unquantized"] == 0 and 0 < loads["fp8"]["tv_from_unquantized"] < 0.1
+    assert loads["nf4"]["weight_bytes"] < loads["none"]["weight_bytes"]
 
 
 def test_run_and_summary(tmp_path):
