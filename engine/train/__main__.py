@@ -26,7 +26,7 @@ from ..prompt import FimFormat
 from ..tokens import special_tokens
 from .corpus import HELD_OUT, SourceFile, split
 from .examples import ExampleConfig, ExampleSource
-from .loop import TrainConfig, keep_freed_memory, resolve_dtype, train
+from .loop import UNBOUNDED_STEPS, TrainConfig, keep_freed_memory, resolve_dtype, train
 from .model import SIZES, build_model, count_parameters
 from .resume import STATE_DIR, ResumeError, load_resume, read_state, save_resume
 from .edits import EditSource
@@ -105,7 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.bf16:
         args.dtype = "bf16"
     if args.steps is None:
-        args.steps = 10**9 if args.minutes else 4000
+        args.steps = UNBOUNDED_STEPS if args.minutes else 4000
     if args.schedule is None:
         args.schedule = "piece" if args.minutes else "cosine"
     return args

@@ -28,6 +28,9 @@ from .blocks import block_ar_loss, block_diffusion_loss
 from .objective import LossParts, ObjectiveConfig, ar_batch, ar_loss, collate, diffusion_loss
 from .sequences import canvas_batch
 
+# The step count of a run bounded by its minutes only: no step limit, and no bar total to count down.
+UNBOUNDED_STEPS = 10**9
+
 CSV_FIELDS = ("step", "elapsed_s", "loss", "diffusion_loss", "ar_loss", "tokens_per_s", "loss_tokens_per_s",
               "lr", "val_loss", "dtype")
 
@@ -223,7 +226,9 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
     if new_log:
         writer.writerow(CSV_FIELDS)
     start_wall, start_elapsed, first_step = time.time(), state["elapsed_s"], state["step"]
-    bar = tqdm(total=cfg.steps, initial=state["step"], disable=not progress, dynamic_ncols=True)
+    # A run bounded by minutes shows its time left in the postfix; a step total would promise an ETA of years.
+    bar = tqdm(total=None if cfg.steps >= UNBOUNDED_STEPS else cfg.steps, initial=state["step"], disable=not progress,
+               dynamic_ncols=True)
     tokens_window, loss_window, window_start = 0, 0, time.time()
     try:
         while state["step"] < cfg.steps:
