@@ -29,7 +29,7 @@ from ..prompt import FimFormat, encode
 from ..tokens import special_tokens
 from ..train.edits import EditSource
 from ..train.examples import ExampleConfig, ExampleSource
-from ..train.loop import TrainConfig, keep_freed_memory, resolve_dtype, train
+from ..train.loop import UNBOUNDED_STEPS, TrainConfig, keep_freed_memory, resolve_dtype, train
 from ..train.sequences import BlockSource, MixConfig
 from . import adapter as store
 from .files import Selection
@@ -126,8 +126,8 @@ def adapt(base_dir: Path, selection: Selection, out: Path, run_dir: Path, cfg: A
     fim = ExampleSource(selection.files, fmt, ExampleConfig(max_prompt_tokens=cfg.seq_len - 128))
     mix = MixConfig(seq_len=cfg.seq_len, fim_share=0.6, prose_share=0.0, edit_share=0.1)
     source = BlockSource(fim, code_stream(selection, fmt), None, mix, EditSource.from_examples(fim))
-    train_cfg = TrainConfig(out=str(run_dir), steps=10**9, batch_size=cfg.batch_size, lr=cfg.learning_rate, warmup=20,
-                            weight_decay=0.0, seed=cfg.seed, size="adapted", save_every=50, val_every=10**9,
+    train_cfg = TrainConfig(out=str(run_dir), steps=UNBOUNDED_STEPS, batch_size=cfg.batch_size, lr=cfg.learning_rate, warmup=20,
+                            weight_decay=0.0, seed=cfg.seed, size="adapted", save_every=50, val_every=UNBOUNDED_STEPS,
                             layout="blocks", dtype=resolve_dtype(cfg.dtype, "cpu"), schedule="piece",
                             piece_minutes=cfg.minutes)
     started = time.time()
