@@ -12,7 +12,8 @@ engine knows which backend runs:
 * diffusion options travel in `vllm_xargs`: `diffusion_max_steps`, `diffusion_canvas_length`,
   and `diffusion_seed_canvas` + `diffusion_pinned` where a canvas starts from known tokens (a
   rewrite seeded with the current text, the known code between the holes of a joint fill, the
-  clamped tokens of a syntax repair). Options that vLLM refuses for diffusion models
+  clamped tokens of a syntax repair, and the suffix's first tokens after the free positions with
+  `prompt_format = "pinned"`). Options that vLLM refuses for diffusion models
   (temperature, seed, min_p, logit_bias, ...) are never sent;
 * every request streams, so drafts arrive per canvas and a cancelled request closes its
   connection at once (`remote_http`), which makes the server abort it.
@@ -32,7 +33,7 @@ import time
 from .config import EngineConfig
 from .engine import Candidate, FillRequest, FillResult
 from .errors import ModelLoadError
-from .prompt import FimText, infill_instruction, rewrite_instruction
+from .prompt import PINNED_TOKENS, FimText, infill_instruction, rewrite_instruction
 from .remote_http import JsonClient, RemoteError, RemoteResponseError, RemoteUnavailableError
 from .remote_stream import Row, Served, TextRows, absorb, offsets
 from .tokens import END_OF_MIDDLE_NAMES, FILE_SEPARATOR_NAMES, FIM_MIDDLE_NAMES, FIM_PREFIX_NAMES, FIM_SUFFIX_NAMES
@@ -159,7 +160,9 @@ class RemoteEngine:
         started = time.perf_counter()
         try:
             served = self._ready(cancel)
-            if served.fim is None:
+            if self.config.prompt_format == "pinned" and request.seed_text is None and not request.segments:
+                rows, prompt_tokens = self._pinned(served, request, cancel)
+            elif served.fim is None:
                 rows, prompt_tokens = self._chat(served, request, cancel, on_step)
             elif request.segments:
                 rows, prompt_tokens = self._joint(served, request, cancel)
@@ -331,6 +334,30 @@ class RemoteEngine:
             end = next((i for i, t in enumerate(cand.canvas) if t == stop), len(cand.canvas))
             cand.text = self.detokenize([t for t in cand.canvas[:end] if t not in stops], cancel)
             cand.finished = True
+        return rows, prompt_tokens
+
+    def _pinned(self, served: Served, request: FillRequest, cancel):
+        """The suffix pinned in the canvas, as the local engine lays it out (`PinnedFormat`): the
+        code before the hole is the prompt; per middle length, that many free positions, then the
+        suffix's first tokens and the end token, all pinned. Each row's middle is its free stretch."""
+        stop = served.ids.get("end", served.ids.get("eos"))
+        head = self.tokenize(request.suffix, cancel)[:PINNED_TOKENS] + ([] if stop is None else [stop])
+        prompt = "".join(f"{chunk}\n\n" for chunk in request.chunks) + request.prefix
+        base = self.canvas_length(request)
+        stops = set(served.stop_ids)
+        rows, prompt_tokens = [], 0
+        for free in sorted(set(request.lengths or (max(4, base // 2), base))):
+            seed = self._noise(served, free, request.seed + free, cancel) + head
+            more, prompt_tokens = self._complete(served, prompt, request, len(seed), len(seed), cancel, None, seed=seed,
+                                                 pinned=list(range(free, len(seed))))
+            for cand in more:
+                middle = (cand.canvas or cand.token_ids)[:free]
+                end = next((i for i, t in enumerate(middle) if t in stops), len(middle))
+                cand.text = self.detokenize(middle[:end], cancel)
+                cand.token_ids, cand.token_offsets = middle[:end], []
+                cand.confidences = cand.confidences[:end]
+                cand.finished = True
+            rows += more
         return rows, prompt_tokens
 
     def _chat(self, served: Served, request: FillRequest, cancel, on_step):

@@ -84,7 +84,10 @@ class FakeServer:
 
     Modes: "replay" (default), "hang" (accept, read, never answer), "status" (answer `status`
     with `body`), "malformed" (200 with a body that is not JSON), "slow-stream" (200, a stream
-    that sends one event and then waits until the client goes away).
+    that sends one event and then waits until the client goes away), "canvas" (a stand-in for a
+    diffusion model without FIM sentinels that speaks vLLM's canvas options: one token per
+    character, and every free canvas position answered with `x`, the pinned ones kept, so a
+    test sees exactly which layout reached the server).
     """
 
     def __init__(self, exchanges: list[dict] | None = None, mode: str = "replay", status: int = 500,
@@ -142,6 +145,8 @@ class FakeServer:
             return self._send(handler, 200, b'{"choices": [')
         if self.mode == "slow-stream" and path.endswith("completions"):
             return self._slow_stream(handler)
+        if self.mode == "canvas":
+            return self._canvas(handler, path, body)
         queue = self.by_key.get(_key(method, path, body)) or []
         if not queue:
             return self._send(handler, 404, json.dumps({"error": {"message": f"no recording for {method} {path}"}}).encode())
@@ -166,6 +171,43 @@ class FakeServer:
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)
+
+    # The canvas stand-in's vocabulary: a few special tokens, then one token per character.
+    SPECIAL = {"<pad>": 0, "<eos>": 1, "<bos>": 2}
+    VOCAB = 3 + 0x250
+
+    def _canvas(self, handler, path: str, body) -> None:
+        def text(ids):
+            return "".join(chr(t - 3) for t in ids if t >= 3)
+
+        if path.endswith("/models"):
+            answer = {"data": [{"id": "canvas-model", "max_model_len": 4096}]}
+        elif path.endswith("/version"):
+            answer = {"version": "canvas"}
+        elif path.endswith("/tokenize"):
+            prompt = body["prompt"]
+            answer = {"tokens": [self.SPECIAL[prompt]] if prompt in self.SPECIAL else [3 + ord(c) for c in prompt]}
+        elif path.endswith("/detokenize"):
+            answer = {"prompt": text(body["tokens"])}
+        else:
+            xargs = body.get("vllm_xargs") or {}
+            seed = xargs.get("diffusion_seed_canvas") or [0] * xargs.get("diffusion_canvas_length", 8)
+            if max(seed) >= self.VOCAB:
+                return self._send(handler, 400, json.dumps(
+                    {"error": {"message": f"diffusion_seed_canvas ids must be in [0, {self.VOCAB})"}}).encode())
+            pinned = set(xargs.get("diffusion_pinned") or [])
+            canvas = [t if i in pinned else 3 + ord("x") for i, t in enumerate(seed)]
+            choices = [{"index": i, "text": text(canvas), "token_ids": canvas, "finish_reason": "stop",
+                        "logprobs": {"token_logprobs": [0.0] * len(canvas), "tokens": [text([t]) for t in canvas]}}
+                       for i in range(body.get("n", 1))]
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(b"data: " + json.dumps({"choices": choices}).encode() + b"\n\ndata: [DONE]\n\n")
+            handler.close_connection = True
+            return
+        self._send(handler, 200, json.dumps(answer).encode())
 
     def _slow_stream(self, handler) -> None:
         handler.send_response(200)

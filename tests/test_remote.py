@@ -99,6 +99,24 @@ def test_rewrite_sends_a_seeded_canvas_that_matches_the_recording():
     assert result.candidates[0].text
 
 
+def test_pinned_layout_sends_free_positions_then_the_suffix_head_pinned():
+    with FakeServer(mode="canvas") as fake:
+        engine = engine_for(fake.url, prompt_format="pinned", canvas_length=16)
+        result = engine.fill(FillRequest("def f(x):\n    return ", "\nprint(f(2))\n", n=2))
+        fills = [r["body"] for r in fake.completions() if r["body"]["vllm_xargs"].get("diffusion_seed_canvas") != [2**31 - 1]]
+    head = [3 + ord(c) for c in "\nprint(f(2))\n"] + [FakeServer.SPECIAL["<eos>"]]
+    # One request per middle length (half the canvas and all of it), the prompt the code before the hole.
+    assert [len(b["vllm_xargs"]["diffusion_seed_canvas"]) - len(head) for b in fills] == [8, 16]
+    for body in fills:
+        seed, pinned = body["vllm_xargs"]["diffusion_seed_canvas"], body["vllm_xargs"]["diffusion_pinned"]
+        free = len(seed) - len(head)
+        assert body["prompt"] == "def f(x):\n    return " and "suffix" not in body
+        assert seed[free:] == head and pinned == list(range(free, len(seed)))
+    # Each row's middle is its free stretch only: the pinned suffix is the file's own text.
+    assert sorted({c.text for c in result.candidates}) == ["x" * 8, "x" * 16]
+    assert len(result.candidates) == 4 and all(c.finished for c in result.candidates)
+
+
 def test_joint_fill_pins_known_text_and_reads_each_hole():
     with FakeServer(load("joint")) as fake:
         engine = engine_for(fake.url)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 
 import pytest
 import pytest_lsp
@@ -74,6 +75,17 @@ def test_joint_fill_pins_the_known_text():
     best = result.candidates[0]
     assert len(best.holes) == 2 and "y = x" in best.text
     recorder.save("joint", "two holes on one canvas with the text between them pinned")
+
+
+def test_pinned_suffix_layout_is_accepted_and_read_back():
+    engine = RemoteEngine(replace(CONFIG, prompt_format="pinned"))
+    recorder = Recorder(engine.client).install(engine)
+    engine.connect()
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, canvas_length=16))
+    bodies = [e["body"] for e in recorder.exchanges if e["path"] == "/v1/completions" and "events" in e]
+    assert len(bodies) == 2 and all(b["vllm_xargs"]["diffusion_pinned"] for b in bodies)
+    assert result.candidates and all(c.finished for c in result.candidates)
+    recorder.save("pinned", "the suffix's first tokens pinned after 8 and 16 free positions")
 
 
 def test_renoise_keeps_the_pinned_tokens():
