@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-QUANTIZATIONS = ("none", "int8", "fp8", "nf4")
+QUANTIZATIONS = ("auto", "none", "int8", "fp8", "nf4")
 BACKENDS = ("local", "remote")
 PROMPT_FORMATS = ("auto", "fim", "pinned", "chat")
 
@@ -36,7 +36,7 @@ class EngineConfig:
     model: str = "embedded"
     device: str = "auto"
     dtype: str = "auto"
-    quantization: str = "none"
+    quantization: str = "auto"
     canvas_length: int = 0
     max_steps: int = 0
     entropy_bound: float = 0.0

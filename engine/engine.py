@@ -22,6 +22,7 @@ from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
+from .precision import choose as choose_precision
 from .quantize import checkpoint_format, describe, model_bytes
 
 
@@ -93,6 +94,7 @@ class Engine:
         self.config = config
         self.source = source
         self.quantization = quantization
+        self.precision = ""  # how an automatic precision was chosen (`precision.Choice.describe`)
         gen = model.generation_config
         extra = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
         self.format = choose_format(tokenizer, [i for i in extra if i is not None], config.prompt_format)
@@ -123,6 +125,7 @@ class Engine:
             "maxSteps": self.defaults.max_steps,
             "forwardPasses": self.forward_passes,
             "adapter": self.adapter or None,
+            "precision": self.precision or None,
         }
 
     def options(self, request: FillRequest) -> SamplingOptions:
@@ -374,10 +377,19 @@ def load_engine(config: EngineConfig) -> Engine:
         from .remote import connect
 
         return connect(config)
-    where = placement(config)
     path = resolve_source(config.model)
     fmt = checkpoint_format(check_directory(path))
     torch.set_num_threads(config.torch_threads())
+    requested, precision = config, None
+    if config.quantization == "auto":
+        # The fastest measured precision on the CPU; on a GPU (bf16) or a quantized checkpoint, none.
+        if placement(replace(config, quantization="none")).device.type == "cpu" and config.dtype == "auto" \
+                and not fmt.prequantized:
+            precision = choose_precision(config, path)
+            config = replace(config, dtype=precision.dtype, quantization=precision.quantization)
+        else:
+            config = replace(config, quantization="none")
+    where = placement(config)
     adapter: dict = {}
     try:
         model, tokenizer = load_model(path, where, config.adapter)
@@ -389,7 +401,8 @@ def load_engine(config: EngineConfig) -> Engine:
         # A bad adapter must not cost the user their completions: the base model serves instead.
         model, tokenizer = load_model(path, where)
         adapter = {"path": config.adapter, "error": str(exc)}
-    engine = Engine(model, tokenizer, config, source=config.model if config.model != "embedded" else "embedded",
+    engine = Engine(model, tokenizer, requested, source=config.model if config.model != "embedded" else "embedded",
                     quantization=describe(fmt, where.quantization, where.dtype))
     engine.adapter = adapter
+    engine.precision = precision.describe() if precision else ""
     return engine

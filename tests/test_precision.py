@@ -1,13 +1,17 @@
 """bf16 and int8 inference of the shipped model against fp32: the same distributions within a
-fixed tolerance, measured on one decoder pass over a real prompt (speed is a benchmark's job)."""
+fixed tolerance, measured on one decoder pass over a real prompt (speed is a benchmark's job);
+and the automatic choice among the three (`dg_engine.precision`)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
 
 from dg_engine import EngineConfig, load_engine
 from dg_engine.kvcache import fork
+from dg_engine.loader import EMBEDDED_DIR
 from dg_engine.train.corpus import read_sources
 
 # Total variation distance between the per-position token distributions, and the share of
@@ -43,3 +47,43 @@ def test_reduced_precision_matches_fp32_within_tolerance(variant, reference, pro
     agree = (p.argmax(-1) == reference.argmax(-1)).float().mean().item()
     max_tv, min_agree = TOLERANCE[variant]
     assert tv <= max_tv and agree >= min_agree, f"{variant}: TV {tv:.4f}, top-1 agreement {agree:.3f}"
+
+
+def test_auto_precision_measures_once_then_reads_the_cache(tmp_path, monkeypatch):
+    from dg_engine import precision
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(precision.ENV, raising=False)
+    calls = []
+
+    def fake_measure(config, model_dir):
+        calls.append(model_dir)
+        return {"float32": 9.0, "bfloat16": 4.0, "int8": 6.0}
+
+    first = precision.choose(EngineConfig(), EMBEDDED_DIR, fake_measure)
+    again = precision.choose(EngineConfig(), EMBEDDED_DIR, fake_measure)
+    assert (first.name, first.dtype, first.quantization, first.how) == ("bfloat16", "bfloat16", "none", "measured")
+    assert (again.name, again.how) == ("bfloat16", "cached") and len(calls) == 1
+    # Another thread count is another machine as far as the timings go.
+    other = precision.choose(EngineConfig(threads=7), EMBEDDED_DIR, fake_measure)
+    assert other.how == "measured" and len(calls) == 2
+    monkeypatch.setenv(precision.ENV, "int8")
+    assert precision.choose(EngineConfig(), EMBEDDED_DIR, fake_measure).quantization == "int8"
+    monkeypatch.setenv(precision.ENV, "fp64")  # not a choice: measured (here, read from the cache) instead
+    assert precision.choose(EngineConfig(), EMBEDDED_DIR, fake_measure).name == "bfloat16"
+
+
+def test_auto_precision_loads_the_fastest_measured(tiny_dir, tmp_path, monkeypatch):
+    from dg_engine import precision
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(precision.ENV, raising=False)
+    engine = load_engine(EngineConfig(model=str(tiny_dir), device="cpu"))
+    (timings,) = json.loads(precision.cache_file().read_text()).values()
+    fastest = min(timings, key=timings.get)
+    assert set(timings) == {"float32", "bfloat16", "int8"} and all(v > 0 for v in timings.values())
+    assert engine.info()["precision"].startswith(f"{fastest} (measured")
+    expected = {"float32": ("float32", "none"), "bfloat16": ("bfloat16", "none"), "int8": ("float32", "int8")}[fastest]
+    assert (engine.info()["dtype"], engine.info()["quantization"]) == expected
+    # Asked for explicitly, a dtype or a quantization is never second-guessed.
+    assert load_engine(EngineConfig(model=str(tiny_dir), dtype="float32")).info()["precision"] is None

@@ -32,6 +32,7 @@ interface ServerStatus {
   device?: string;
   dtype?: string;
   quantization?: string;
+  precision?: string;
   parameters?: number;
   memoryBytes?: number;
   lastLatencyMs?: Record<string, number>;
@@ -298,6 +299,7 @@ export function statusItems(raw: unknown): StatusItem[] {
   row('Device', asText(s.device));
   row('Dtype', asText(s.dtype));
   row('Quantization', asText(s.quantization));
+  if (s.precision) row('Precision', asText(s.precision));
   row('Parameters', typeof s.parameters === 'number' ? formatCount(s.parameters) : asText(s.parameters));
   row('Memory', typeof s.memoryBytes === 'number' ? formatBytes(s.memoryBytes) : asText(s.memoryBytes));
   if (typeof s.lastLatencyMs === 'object' && s.lastLatencyMs !== null) {
@@ -307,7 +309,7 @@ export function statusItems(raw: unknown): StatusItem[] {
   } else if (typeof s.lastLatencyMs === 'number') {
     row('Last latency', formatLatency(s.lastLatencyMs));
   }
-  const known = new Set(['state', 'error', 'model', 'device', 'dtype', 'quantization', 'parameters', 'memoryBytes', 'lastLatencyMs']);
+  const known = new Set(['state', 'error', 'model', 'device', 'dtype', 'quantization', 'precision', 'parameters', 'memoryBytes', 'lastLatencyMs']);
   for (const [key, value] of Object.entries(s)) {
     if (!known.has(key)) {
       row(key, asText(value));

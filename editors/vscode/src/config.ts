@@ -26,7 +26,7 @@ export const DEFAULT_LANGUAGES: readonly string[] = [
 
 export type Device = 'auto' | 'cpu' | 'cuda';
 export type Dtype = 'auto' | 'float32' | 'bfloat16' | 'float16';
-export type Quantization = 'none' | 'int8' | 'fp8' | 'nf4';
+export type Quantization = 'auto' | 'none' | 'int8' | 'fp8' | 'nf4';
 export type ConfidenceDisplay = 'inlayHints' | 'diagnostics' | 'both' | 'off';
 
 /** What the server receives. Nested keys mirror the dotted setting names (`inline.enabled`). */
@@ -116,7 +116,7 @@ export function serverSettings(): ServerSettings {
     model: typeof model === 'string' && model.trim() !== '' ? model : 'embedded',
     device: pickEnum(c.get('device'), ['auto', 'cpu', 'cuda'] as const, 'auto'),
     dtype: pickEnum(c.get('dtype'), ['auto', 'float32', 'bfloat16', 'float16'] as const, 'auto'),
-    quantization: pickEnum(c.get('quantization'), ['none', 'int8', 'fp8', 'nf4'] as const, 'none'),
+    quantization: pickEnum(c.get('quantization'), ['auto', 'none', 'int8', 'fp8', 'nf4'] as const, 'auto'),
     canvasLength: int(c.get('canvasLength'), 0, 0, 1 << 20),
     maxSteps: int(c.get('maxSteps'), 0, 0, 1 << 20),
     entropyBound: num(c.get('entropyBound'), 0, 0, Number.MAX_VALUE),

@@ -150,7 +150,7 @@ const EXPECTED_SETTINGS = {
   model: 'embedded',
   device: 'auto',
   dtype: 'auto',
-  quantization: 'none',
+  quantization: 'auto',
   canvasLength: 0,
   maxSteps: 0,
   entropyBound: 0,

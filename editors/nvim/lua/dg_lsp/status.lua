@@ -105,6 +105,7 @@ function M.format(status)
   add("device", status.device)
   add("dtype", status.dtype)
   add("quantization", status.quantization)
+  add("precision", status.precision)
   add("parameters", count(status.parameters))
   add("memory", bytes(status.memoryBytes))
   add("documents", status.documents)
@@ -124,7 +125,7 @@ function M.format(status)
   end
   local shown = {
     state = true, message = true, model = true, format = true, device = true, dtype = true,
-    quantization = true, parameters = true, memoryBytes = true, documents = true,
+    quantization = true, precision = true, parameters = true, memoryBytes = true, documents = true,
     positionEncoding = true, lastLatencyMs = true,
   }
   local rest = {}
