@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="")
     p.add_argument("--out", default=None, help="append the row to this JSON Lines file")
     args = p.parse_args(argv)
-    engine = load_engine(EngineConfig(model=args.model))
+    # fp32, so scores stay comparable across pieces and machines whatever precision is fastest here.
+    engine = load_engine(EngineConfig(model=args.model, dtype="float32", quantization="none"))
     cases = held_out_cases(engine, args.cases)
     d = engine.defaults
     result = score(engine, cases, max_steps=d.max_steps, entropy_bound=d.entropy_bound, t_max=d.t_max,

@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default=None, help="also write all scores to this JSON file")
     parser.add_argument("--corpus-root", default=None, help="the CPython 3.11 Lib/ the held-out holes come from")
     args = parser.parse_args(argv)
-    engine = load_engine(EngineConfig(model=args.model))
+    # fp32, so scores stay comparable across pieces and machines whatever precision is fastest here.
+    engine = load_engine(EngineConfig(model=args.model, dtype="float32", quantization="none"))
     cases = held_out_cases(engine, args.cases, root=Path(args.corpus_root) if args.corpus_root else None)
     base = engine.defaults
     results = []
