@@ -6,7 +6,8 @@
 //
 // Steps, each with a screenshot in benchmarks/results/vscode/: the status bar item turns ready;
 // typing in a Python file shows ghost text, which Tab accepts; "DG: Fill in the middle here"
-// from the command palette edits the file; "DG: Rewrite paragraph" runs on a Markdown file.
+// from the command palette edits the file; "DG: Rewrite paragraph" runs on a Markdown file; a
+// rename draws a next-edit suggestion (struck-through and added text), which Tab applies.
 // Exits non-zero with the step that failed; the server's output is in the DG output channel's
 // log under the temporary user-data folder, which is kept on failure.
 import { spawn, spawnSync } from 'node:child_process';
@@ -29,6 +30,7 @@ const MODEL = process.env.DG_E2E_MODEL || 'embedded';
 const WAIT = Number(process.env.DG_E2E_WAIT_MS || 120_000);
 
 const GHOST_PY = 'def area(width, height):\n    return \n\n\ndef main():\n    print(area(2, 3))\n';
+const RENAME_PY = 'def area(width, height):\n    return width * height\n\n\nprint(area(2, 3))\n';
 const NOTES_MD = '# Notes\n\nThis paragraph are the one\nthat get rewritten by the the model.\n\nThis one stays.\n';
 
 function freePort() {
@@ -99,6 +101,7 @@ async function main() {
   fs.mkdirSync(workspace);
   fs.writeFileSync(path.join(workspace, 'ghost.py'), GHOST_PY);
   fs.writeFileSync(path.join(workspace, 'notes.md'), NOTES_MD);
+  fs.writeFileSync(path.join(workspace, 'rename.py'), RENAME_PY);
   fs.writeFileSync(path.join(userData, 'User', 'settings.json'), JSON.stringify({
     'dgLsp.server.python': PYTHON,
     'dgLsp.model': MODEL,
@@ -113,6 +116,9 @@ async function main() {
     'telemetry.telemetryLevel': 'off',
     'extensions.autoCheckUpdates': false,
     'update.mode': 'none',
+    // Whatever the model proposes is shown: this checks the display, not the model's confidence.
+    'dgLsp.nextEdit.minConfidence': 0,
+    'dgLsp.nextEdit.debounceMs': 100,
   }, null, 2));
   const common = ['--user-data-dir', userData, '--extensions-dir', extensions];
   const install = spawnSync(CODE_SERVER, [...common, '--install-extension', VSIX], { encoding: 'utf8' });
@@ -192,6 +198,28 @@ async function main() {
       return null;
     });
     await page.screenshot({ path: path.join(SHOTS, 'rewrite-paragraph.png') });
+
+    // 4. A next-edit suggestion after a rename: drawn in place, accepted with Tab.
+    await openFile(page, 'rename.py');
+    await page.locator('.editor-instance .view-line >> nth=0').getByText('height').first().dblclick();
+    await page.keyboard.type('h', { delay: 20 });
+    const renamed = await until('the rename to show', async () => {
+      const now = await editorText(page);
+      return now.startsWith('def area(width, h)') ? now : null;
+    });
+    report.steps.next_edit_shown = await until('a next-edit suggestion drawn in the editor', () => page.evaluate(() => {
+      const spans = [...document.querySelectorAll('.editor-instance .view-lines span')];
+      const struck = spans.filter((e) => getComputedStyle(e).textDecorationLine.includes('line-through')).length;
+      const added = spans.filter((e) => !['none', 'normal', ''].includes(getComputedStyle(e, '::after').content)).length;
+      return struck + added > 0 ? { struck, added } : null;
+    }));
+    await page.screenshot({ path: path.join(SHOTS, 'next-edit.png') });
+    await page.keyboard.press('Tab');
+    report.steps.next_edit_accepted = await until('the suggested edit to be applied', async () => {
+      const now = await editorText(page);
+      // Tab that indented instead would have put whitespace after the cursor, behind the `h`.
+      return now !== renamed && !/h\s+\)/.test(now.split('\n')[0]) ? now : null;
+    });
     report.steps.status_after = await statusItem(page);
     ok = true;
   } catch (error) {
