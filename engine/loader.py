@@ -146,8 +146,13 @@ def load_model(path: Path, where: Placement, adapter: str = ""):
         on_device = quant is not None
     if quant is not None:
         kwargs.update(quantization_config=quant)
+    # nf4 loads on the CPU, where the fused experts (most of a mixture of experts' weights, and
+    # no linear layers) are quantized too before the model moves to the GPU: loading them onto the
+    # GPU first would need the bf16 model's memory there (see experts.py).
+    staged = where.quantization == "nf4" and not fmt.prequantized
     if on_device:
-        kwargs.update(device_map={"": (where.device.index or 0) if where.device.type == "cuda" else "cpu"})
+        cuda = where.device.type == "cuda" and not staged
+        kwargs.update(device_map={"": (where.device.index or 0) if cuda else "cpu"})
     try:
         # A decompressed checkpoint leaves its activation scales unused, which transformers reports
         # as unexpected keys; that report is expected here and only alarms the user.
@@ -162,7 +167,11 @@ def load_model(path: Path, where: Placement, adapter: str = ""):
                 model = DiffusionGemmaForBlockDiffusion.from_pretrained(str(path), **kwargs)
         finally:
             hf_logging.set_verbosity(verbosity)
-        if not on_device:
+        if staged:
+            from .experts import quantize_experts_nf4
+
+            quantize_experts_nf4(model, where.dtype)
+        if not on_device or staged:
             model = model.to(where.device)
         model.eval()
         if adapter:

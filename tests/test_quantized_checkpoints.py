@@ -17,12 +17,14 @@ from test_precision import distributions, prompt_text, reference  # noqa: F401
 
 from dg_engine import EngineConfig, FillRequest, load_engine
 from dg_engine.errors import UnsupportedOptionError
+from dg_engine.experts import Nf4Experts
 from dg_engine.loader import EMBEDDED_DIR
 from dg_engine.quantize import checkpoint_format, quantized_linears
 
 # Total variation distance and top-1 agreement against fp32, on one decoder pass over a real
 # prompt. FP8 keeps 3 mantissa bits per weight (measured: TV 0.02, agreement 0.97); nf4 and NVFP4
-# keep 16 levels per group of weights (TV 0.08; agreement 0.92 and 0.79), int8 256 per row (TV 0.06).
+# keep 16 levels per group of weights (TV 0.09 and 0.08; agreement 0.89 and 0.79; NVFP4 leaves the
+# experts dense, nf4 quantizes them too), int8 256 per row (TV 0.06).
 TOLERANCE = {"fp8": (0.05, 0.9), "nvfp4": (0.15, 0.7), "nf4": (0.15, 0.8)}
 
 
@@ -69,6 +71,9 @@ def test_quantized_model_fills_and_says_what_it_runs(kind, checkpoints):
         quantized, total = quantized_linears(engine.model)
         # Every text linear: transformers' default would skip them all, as they are tied.
         assert quantized == total and total > 10, (quantized, total)
+        # And the fused experts, which no linear-layer quantizer sees; one module per tied pair.
+        decoder, encoder = engine.model.model.decoder.layers, engine.model.model.encoder.language_model.layers
+        assert all(isinstance(d.experts, Nf4Experts) and e.experts is d.experts for d, e in zip(decoder, encoder))
     else:
         assert described == f"{kind} checkpoint (compressed-tensors, decompressed to float32)"
 
@@ -113,3 +118,22 @@ def test_check_names_the_checkpoint_format(checkpoints):
     assert done.returncode == 0, done.stderr
     assert "quantization nvfp4 checkpoint (compressed-tensors, decompressed to float32)" in done.stdout
     assert "UNEXPECTED" not in done.stdout + done.stderr
+
+
+def test_nf4_experts_compute_what_the_dense_experts_do():
+    from transformers.models.diffusion_gemma.modeling_diffusion_gemma import DiffusionGemmaTextExperts
+
+    full = load_engine(EngineConfig(device="cpu", quantization="none"))
+    dense = full.model.model.decoder.layers[0].experts
+    assert isinstance(dense, DiffusionGemmaTextExperts)
+    quantized = Nf4Experts(dense, torch.float32)
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(64, dense.hidden_dim, generator=g)  # [T, H]
+    index = torch.randint(0, dense.num_experts, (64, 1), generator=g)  # [T, K]
+    weights = torch.rand(64, 1, generator=g)
+    with torch.no_grad():
+        want, got = dense(hidden, index, weights), quantized(hidden, index, weights)
+    relative = ((got - want).norm() / want.norm()).item()
+    assert 0 < relative < 0.15, relative  # 4-bit weights: close, not equal
+    assert sum(b.numel() * b.element_size() for b in quantized.buffers()) < 0.2 * (
+        dense.gate_up_proj.numel() + dense.down_proj.numel()) * 4
