@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -169,3 +170,31 @@ def test_short_fim_rows_are_packed_with_code(setup):
         at = ids.index(sep, ids.index(fmt.specials.fim_middle))
         # The packed code starts a block of its own after the separator.
         assert int(batch.block_start[row, at + 1]) == at + 1
+
+
+def test_fim_rows_pack_several_holes_before_any_code(setup):
+    base, fmt, _ = setup
+    s = fmt.specials
+    # No middle typed so far, so each middle starts right after its <fim_middle>.
+    src = ExampleSource(base.sources, fmt, replace(base.config, middle_so_far_prob=0.0))
+    special = {t for t in vars(s).values() if isinstance(t, int)}
+    code = np.array([t for t in np.random.default_rng(2).integers(0, 400, 6000) if t not in special][:5000], np.uint16)
+    mix = MixConfig(seq_len=600, fim_share=1.0, prose_share=0.0, edit_share=0.0, block_sizes=(16,),
+                    block_weights=(1.0,), fim_per_row=3)
+    batch = BlockSource(src, code, None, mix).batch(0, 5, 6)
+    holes = []
+    for row in range(6):
+        ids, starts = batch.ids[row].tolist(), batch.block_start[row].tolist()
+        middles = [i for i, t in enumerate(ids) if t == s.fim_middle]
+        holes.append(len(middles))
+        for at in middles:
+            # Each hole's middle starts a block right after its sentinel.
+            assert starts[at + 1] == at + 1
+        for at in middles[1:]:
+            # A packed hole is another file: a separator comes between it and what was before.
+            assert s.file_separator in ids[middles[0] : at]
+    assert max(holes) == 3 and min(holes) >= 2, holes
+    ends = sum((batch.ids[r] == s.end_of_middle).sum().item() for r in range(6))
+    assert ends >= sum(holes) // 2  # most middles end inside their blocks, so the end is learnt
+    one = BlockSource(src, code, None, replace(mix, fim_per_row=1)).batch(0, 5, 6)
+    assert all((one.ids[r] == s.fim_middle).sum() == 1 for r in range(6))
