@@ -71,6 +71,9 @@ def test_auto_precision_measures_once_then_reads_the_cache(tmp_path, monkeypatch
     assert precision.choose(EngineConfig(), EMBEDDED_DIR, fake_measure).quantization == "int8"
     monkeypatch.setenv(precision.ENV, "fp64")  # not a choice: measured (here, read from the cache) instead
     assert precision.choose(EngineConfig(), EMBEDDED_DIR, fake_measure).name == "bfloat16"
+    # A few percent faster is not faster: fp32 stays.
+    close = precision.choose(EngineConfig(threads=3), EMBEDDED_DIR, lambda c, d: {"float32": 9.1, "bfloat16": 12.2, "int8": 8.9})
+    assert close.name == "float32"
 
 
 def test_auto_precision_loads_the_fastest_measured(tiny_dir, tmp_path, monkeypatch):
@@ -81,6 +84,8 @@ def test_auto_precision_loads_the_fastest_measured(tiny_dir, tmp_path, monkeypat
     engine = load_engine(EngineConfig(model=str(tiny_dir), device="cpu"))
     (timings,) = json.loads(precision.cache_file().read_text()).values()
     fastest = min(timings, key=timings.get)
+    if timings[fastest] > (1 - precision.MARGIN) * timings["float32"]:
+        fastest = "float32"
     assert set(timings) == {"float32", "bfloat16", "int8"} and all(v > 0 for v in timings.values())
     assert engine.info()["precision"].startswith(f"{fastest} (measured")
     expected = {"float32": ("float32", "none"), "bfloat16": ("bfloat16", "none"), "int8": ("float32", "int8")}[fastest]

@@ -126,7 +126,7 @@ async function main() {
   const port = await freePort();
   const server = spawn(CODE_SERVER, [...common, '--auth', 'none', '--bind-addr', `127.0.0.1:${port}`,
     '--disable-telemetry', '--disable-workspace-trust', '--disable-update-check', workspace],
-  { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DG_LSP_LOG: 'INFO' } });
+  { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DG_LSP_LOG: process.env.DG_LSP_LOG || 'INFO' } });
   let serverLog = '';
   server.stdout.on('data', (d) => { serverLog += d; });
   server.stderr.on('data', (d) => { serverLog += d; });
