@@ -30,7 +30,7 @@ const MODEL = process.env.DG_E2E_MODEL || 'embedded';
 const WAIT = Number(process.env.DG_E2E_WAIT_MS || 120_000);
 
 const GHOST_PY = 'def area(width, height):\n    return \n\n\ndef main():\n    print(area(2, 3))\n';
-const RENAME_PY = 'def area(width, height):\n    return width * height\n\n\nprint(area(2, 3))\n';
+const RENAME_JS = 'function area(width, height) {\n  return width * height;\n}\n\nconsole.log(area(2, 3));\n';
 const NOTES_MD = '# Notes\n\nThis paragraph are the one\nthat get rewritten by the the model.\n\nThis one stays.\n';
 
 function freePort() {
@@ -101,7 +101,7 @@ async function main() {
   fs.mkdirSync(workspace);
   fs.writeFileSync(path.join(workspace, 'ghost.py'), GHOST_PY);
   fs.writeFileSync(path.join(workspace, 'notes.md'), NOTES_MD);
-  fs.writeFileSync(path.join(workspace, 'rename.py'), RENAME_PY);
+  fs.writeFileSync(path.join(workspace, 'rename.js'), RENAME_JS);
   fs.writeFileSync(path.join(userData, 'User', 'settings.json'), JSON.stringify({
     'dgLsp.server.python': PYTHON,
     'dgLsp.model': MODEL,
@@ -119,6 +119,9 @@ async function main() {
     // Whatever the model proposes is shown: this checks the display, not the model's confidence.
     'dgLsp.nextEdit.minConfidence': 0,
     'dgLsp.nextEdit.debounceMs': 100,
+    // Ghost text at the cursor takes Tab first (as it should); the next-edit step runs in a
+    // JavaScript file with ghost text off, so Tab there can only mean the suggested edit.
+    '[javascript]': { 'editor.inlineSuggest.enabled': false },
   }, null, 2));
   const common = ['--user-data-dir', userData, '--extensions-dir', extensions];
   const install = spawnSync(CODE_SERVER, [...common, '--install-extension', VSIX], { encoding: 'utf8' });
@@ -200,12 +203,12 @@ async function main() {
     await page.screenshot({ path: path.join(SHOTS, 'rewrite-paragraph.png') });
 
     // 4. A next-edit suggestion after a rename: drawn in place, accepted with Tab.
-    await openFile(page, 'rename.py');
+    await openFile(page, 'rename.js');
     await page.locator('.editor-instance .view-line >> nth=0').getByText('height').first().dblclick();
     await page.keyboard.type('h', { delay: 20 });
     const renamed = await until('the rename to show', async () => {
       const now = await editorText(page);
-      return now.startsWith('def area(width, h)') ? now : null;
+      return now.startsWith('function area(width, h)') ? now : null;
     });
     report.steps.next_edit_shown = await until('a next-edit suggestion drawn in the editor', () => page.evaluate(() => {
       const spans = [...document.querySelectorAll('.editor-instance .view-lines span')];
