@@ -383,9 +383,26 @@ def build_server(engine_override: EngineConfig | None = None, loader=None) -> Dg
     return server
 
 
-def serve(config: EngineConfig | None = None, tcp: str | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("DG_LSP_LOG", "INFO"), stream=sys.stderr,
+def configure_logging(spec: str) -> None:
+    """`DG_LSP_LOG`: a level ("INFO"), optionally followed by per-logger levels
+    ("INFO,dg_lsp.protocol=DEBUG" logs what the server sends without pygls' own debug output).
+    An unknown level is reported and INFO used."""
+    root, *rest = [part.strip() for part in spec.split(",") if part.strip()] or ["INFO"]
+    levels = logging.getLevelNamesMapping()
+    logging.basicConfig(level=levels.get(root.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if root.upper() not in levels:
+        log.warning("DG_LSP_LOG: unknown level %r; using INFO", root)
+    for part in rest:
+        name, _, level = part.partition("=")
+        if level.upper() in levels:
+            logging.getLogger(name).setLevel(levels[level.upper()])
+        else:
+            log.warning("DG_LSP_LOG: unknown level %r for %r; ignored", level, name)
+
+
+def serve(config: EngineConfig | None = None, tcp: str | None = None) -> int:
+    configure_logging(os.environ.get("DG_LSP_LOG", "INFO"))
     override = config if config is not None and config != EngineConfig() else None
     server = build_server(override)
     if override is not None:

@@ -122,3 +122,14 @@ def test_serve_over_tcp_initializes_and_shuts_down():
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_log_levels_per_logger(monkeypatch):
+    import logging
+
+    from dg_lsp.server import configure_logging
+
+    monkeypatch.setattr(logging.getLogger("dg_lsp.protocol"), "level", logging.NOTSET)
+    configure_logging("WARNING,dg_lsp.protocol=DEBUG,other=LOUD")
+    assert logging.getLogger("dg_lsp.protocol").getEffectiveLevel() == logging.DEBUG
+    assert logging.getLogger("other").level == logging.NOTSET  # an unknown level changes nothing
