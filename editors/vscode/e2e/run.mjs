@@ -83,10 +83,14 @@ async function openFile(page, name) {
 }
 
 async function statusItem(page) {
+  // The icon tells the states apart: "DG" alone is both stopped (circle-slash) and ready (check).
   return page.evaluate(() => {
     const items = [...document.querySelectorAll('.statusbar-item')];
     const dg = items.find((i) => /\bDG\b/.test(i.textContent || ''));
-    return dg ? dg.textContent.trim() : '';
+    if (!dg) return '';
+    const icon = [...dg.querySelectorAll('[class*="codicon-"]')]
+      .flatMap((e) => [...e.classList]).find((c) => c.startsWith('codicon-') && c !== 'codicon-modifier-spin');
+    return `${icon ? icon.replace('codicon-', '') + ' ' : ''}${dg.textContent.trim()}`;
   });
 }
 
@@ -147,8 +151,7 @@ async function main() {
     // 1. Ghost text: type after "return " and wait for VS Code's inline suggestion.
     await openFile(page, 'ghost.py');
     report.steps.status_loading = await until('the DG status bar item', () => statusItem(page));
-    await until('the model to be ready', async () => /DG( \d+ ms)?$|check/.test(await statusItem(page)) &&
-      !/loading|starting/i.test(await statusItem(page)));
+    await until('the model to be ready', async () => (await statusItem(page)).startsWith('check '));
     report.steps.status_ready = await statusItem(page);
     await page.screenshot({ path: path.join(SHOTS, 'status.png') });
     await page.click('.editor-instance .view-line >> nth=1');
