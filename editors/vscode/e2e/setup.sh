@@ -19,7 +19,7 @@ for pkg in chromium ripgrep libkrb5-dev libx11-dev libxkbfile-dev libsecret-1-de
 done
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
-        apt-get install -y "${missing[@]}"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
     else
         echo "missing Debian packages: ${missing[*]} (apt-get install them)" >&2
         exit 2
