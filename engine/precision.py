@@ -6,9 +6,9 @@ and slower without either; PyTorch's dynamic int8 pays a quantization of the act
 call, which small layers may not earn back. So with `quantization = "auto"` (the default) and
 `dtype = "auto"`, the first load on a machine times one decoder pass of each (the step an inline
 fill repeats, over a cached prompt) and keeps the fastest, fp32 unless another is at least 10%
-faster; the answer is cached per CPU, torch
-version, thread count and model, so later loads only read it. All three give the fp32 model's
-distributions within the tolerance `tests/test_precision.py` fixes.
+faster; the answer is cached per CPU, torch version, thread count and model, so later loads only
+read it. All three give the fp32 model's distributions within the tolerance
+`tests/test_precision.py` fixes.
 
 `DG_LSP_PRECISION=float32|bfloat16|int8` pins the choice without measuring.
 """
