@@ -114,6 +114,7 @@ async function main() {
   const extensions = path.join(tmp, 'extensions');
   const workspace = path.join(tmp, 'workspace');
   fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
+  fs.mkdirSync(path.join(userData, 'Machine'), { recursive: true });
   fs.mkdirSync(workspace);
   fs.writeFileSync(path.join(workspace, 'ghost.py'), GHOST_PY);
   fs.writeFileSync(path.join(workspace, 'notes.md'), NOTES_MD);
@@ -138,6 +139,12 @@ async function main() {
     // Ghost text at the cursor takes Tab first (as it should); the next-edit step runs in a
     // JavaScript file with ghost text off, so Tab there can only mean the suggested edit.
     '[javascript]': { 'editor.inlineSuggest.enabled': false },
+  }, null, 2));
+  // code-server's window is a remote one: VS Code reads a `machine`-scoped setting such as
+  // `dgLsp.server.python` from the remote (Machine) settings there, and honours one left in User
+  // settings only some of the time. It goes in both, as a user of a remote window sets it.
+  fs.writeFileSync(path.join(userData, 'Machine', 'settings.json'), JSON.stringify({
+    'dgLsp.server.python': PYTHON,
   }, null, 2));
   const common = ['--user-data-dir', userData, '--extensions-dir', extensions];
   const install = spawnSync(CODE_SERVER, [...common, '--install-extension', VSIX], { encoding: 'utf8' });
