@@ -75,9 +75,19 @@ async function palette(page, command) {
 
 async function codeAction(page, title) {
   // Ctrl+. opens the code-action menu at the cursor; the server's actions are listed by title.
-  await page.keyboard.press('Control+Period');
+  // A request that VS Code drops (ghost text or a next-edit suggestion arriving at the same
+  // moment) shows "No code actions available"; a user presses Ctrl+. again, and so does this.
   const row = page.locator(`.action-widget .monaco-list-row[aria-label*="${title}"]`).first();
-  await row.waitFor({ timeout: WAIT });
+  await until(`"${title}" in the code-action menu`, async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+Period');
+    try {
+      await row.waitFor({ timeout: 5000 });
+      return true;
+    } catch {
+      return false;
+    }
+  });
   // The menu takes keys, not clicks (a pointer block covers it): move to the row, then Enter.
   for (let i = 0; i < 10 && !((await row.getAttribute('class')) || '').includes('focused'); i++) {
     await page.keyboard.press('ArrowDown');
@@ -178,15 +188,21 @@ async function main() {
     const before = await editorText(page);
     await page.keyboard.type('w', { delay: 50 });
     // Typing asks for ghost text; if that answer came back empty, ask again (Alt+\ is VS Code's
-    // "Trigger Inline Suggestion"), as a user would.
+    // "Trigger Inline Suggestion"), as a user would. The same text gets the same answer (fills
+    // are cached and the sampler is seeded), so when asking again does not help, type on a
+    // little, as a user would too.
     let polls = 0;
+    const more = [...'idth'];
     const ghost = await until('ghost text in the editor', async () => {
       const el = await page.$('.ghost-text-decoration, .ghost-text');
       if (el) return (await el.textContent()) || ' ';
-      if (++polls % 20 === 0) await page.keyboard.press('Alt+Backslash');
+      polls += 1;
+      if (polls % 60 === 0 && more.length) await page.keyboard.type(more.shift(), { delay: 50 });
+      else if (polls % 20 === 0) await page.keyboard.press('Alt+Backslash');
       return null;
     });
     report.steps.ghost = ghost;
+    report.steps.typed_on = 4 - more.length;
     await page.screenshot({ path: path.join(SHOTS, 'ghost-text.png') });
     await page.keyboard.press('Tab');
     const accepted = await until('the suggestion to be accepted', async () => {
