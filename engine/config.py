@@ -8,10 +8,15 @@ its default and reports each replacement as a message the caller shows to the us
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -132,4 +137,30 @@ class SamplingOptions:
     t_max: float
     stability_threshold: int
     confidence_threshold: float
+    # A rewrite re-noises the seed tokens whose likelihood falls below this. How sure a model is
+    # of text it is shown depends on how well trained it is, so it is tuned per model
+    # (`dg_engine.train.tune_rewrite`) and stored beside it in REWRITE_CONFIG.
+    renoise_below: float = 0.2
     extra: dict = field(default_factory=dict)
+
+
+# dg-lsp's own file in a model directory: generation_config.json refuses keys transformers does
+# not know.
+REWRITE_CONFIG = "rewrite_config.json"
+
+
+def tuned_renoise_below(model_dir: Path) -> float:
+    """The rewrite threshold tuned for the model in `model_dir`, or the default (with a message
+    when the file is there but unusable)."""
+    default = SamplingOptions.renoise_below
+    path = Path(model_dir) / REWRITE_CONFIG
+    if not path.is_file():
+        return default
+    try:
+        value = json.loads(path.read_text())["renoise_below"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            raise ValueError(f"renoise_below must be a number between 0 and 1, not {value!r}")
+        return float(value)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("%s is ignored (%s); rewrites use renoise_below = %s", path, exc, default)
+        return default

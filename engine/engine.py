@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .config import EngineConfig, SamplingOptions
+from .config import EngineConfig, SamplingOptions, tuned_renoise_below
 from . import plans
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
@@ -44,10 +44,11 @@ class FillRequest:
     max_canvases: int = 1
     seed: int = 0
     seed_text: str | None = None
-    # A rewrite re-noises the seed tokens the model finds unlikely (below `renoise_below`), the
-    # least likely first and at most `renoise_fraction` of them; a seed the model believes stays.
+    # A rewrite re-noises the seed tokens the model finds unlikely (below `renoise_below`, by
+    # default the model's own tuned value), the least likely first and at most `renoise_fraction`
+    # of them; a seed the model believes stays.
     renoise_fraction: float = 0.25
-    renoise_below: float = 0.2
+    renoise_below: float | None = None
     instruction: str | None = None
     reuse_cache: bool = True
     # Try several canvas lengths in one batch (n rows each) and rank them together.
@@ -138,6 +139,7 @@ class Engine:
             t_max=d.t_max,
             stability_threshold=d.stability_threshold,
             confidence_threshold=d.confidence_threshold,
+            renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
         )
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
@@ -214,7 +216,7 @@ class Engine:
         n, pad = max(1, request.n), self.format.specials.pad
         if request.seed_text is not None:
             plan = plans.seeded(encode(self.tokenizer, request.seed_text), self._stop, pad, options.canvas_length)
-            plan.seeded = self._confident_positions(plan.seed, request.renoise_fraction, request.renoise_below)
+            plan.seeded = self._confident_positions(plan.seed, request.renoise_fraction, options.renoise_below)
             strategy = RefineStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
             return plan, strategy, n, [plan.length] * n, []
         if request.segments:
@@ -403,6 +405,7 @@ def load_engine(config: EngineConfig) -> Engine:
         adapter = {"path": config.adapter, "error": str(exc)}
     engine = Engine(model, tokenizer, requested, source=config.model if config.model != "embedded" else "embedded",
                     quantization=describe(fmt, where.quantization, where.dtype))
+    engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path))
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine

@@ -84,19 +84,28 @@ def choose(results: list[dict]) -> dict:
     return min(close, key=lambda r: (r["mean_steps"], -r["edit_similarity"]))
 
 
-def main(argv: list[str] | None = None) -> int:
+def tuner_arguments(description: str, cases: int, written_to: str) -> argparse.ArgumentParser:
+    """The command line every tuner takes: which model, how many held-out cases, where to write."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model", default="embedded")
+    parser.add_argument("--cases", type=int, default=cases)
+    parser.add_argument("--write", action="store_true", help=f"store the best settings in {written_to}")
+    parser.add_argument("--report", default=None, help="also write all scores to this JSON file")
+    parser.add_argument("--corpus-root", default=None, help="the CPython 3.11 Lib/ the held-out cases come from")
+    return parser
+
+
+def fp32_engine(model: str):
+    """fp32, so scores stay comparable across pieces and machines whatever precision is fastest here."""
     from ..config import EngineConfig
     from ..engine import load_engine
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="embedded")
-    parser.add_argument("--cases", type=int, default=60)
-    parser.add_argument("--write", action="store_true", help="store the best settings in generation_config.json")
-    parser.add_argument("--report", default=None, help="also write all scores to this JSON file")
-    parser.add_argument("--corpus-root", default=None, help="the CPython 3.11 Lib/ the held-out holes come from")
-    args = parser.parse_args(argv)
-    # fp32, so scores stay comparable across pieces and machines whatever precision is fastest here.
-    engine = load_engine(EngineConfig(model=args.model, dtype="float32", quantization="none"))
+    return load_engine(EngineConfig(model=model, dtype="float32", quantization="none"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tuner_arguments(__doc__.splitlines()[0], 60, "generation_config.json").parse_args(argv)
+    engine = fp32_engine(args.model)
     cases = held_out_cases(engine, args.cases, root=Path(args.corpus_root) if args.corpus_root else None)
     base = engine.defaults
     results = []
