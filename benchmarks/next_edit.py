@@ -1,7 +1,7 @@
 """Next-edit suggestions on held-out edit traces: how often one is shown, right, and how fast.
 
 Traces are made from the held-out standard-library modules (never trained on) by the generators
-the training uses (`dg_engine.train.edits`): a fixed number per kind, from fixed seeds. Each case
+the training uses (`dg_engine.train.traces`): a fixed number per kind, from fixed seeds. Each case
 replays the user's edit into the server's `EditHistory`, runs `dg_lsp.next_edit.suggest` exactly
 as the server does, and judges what the user would be shown:
 
@@ -24,7 +24,7 @@ import time
 from dg_engine import NeverCancelled
 from dg_engine.nextedit import line_hunks
 from dg_engine.train.augment import name_pool
-from dg_engine.train.edits import KINDS, Trace, make_trace
+from dg_engine.train.traces import KINDS, Trace, make_trace
 from dg_lsp.documents import Snapshot
 from dg_lsp.edit_history import EditHistory
 from dg_lsp.edits import apply_edits

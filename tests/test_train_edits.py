@@ -14,8 +14,8 @@ from dg_engine.nextedit import edit_chunks, line_hunks
 from dg_engine.prompt import choose_format
 from dg_engine.train.blocks import BlockBatch, block_diffusion_loss, corrupt_blocks
 from dg_engine.train.corpus import split
-from dg_engine.train.edits import (EditSource, align_stale, import_trace, make_trace, rename_trace,
-                                   sibling_trace, signature_trace, trace_example)
+from dg_engine.train.edits import EditSource, align_stale, trace_example
+from dg_engine.train.traces import import_trace, make_trace, rename_trace, sibling_trace, signature_trace
 from dg_engine.train.examples import ExampleConfig, ExampleSource
 from dg_engine.train.model import build_model
 from dg_engine.train.sequences import BlockSource, MixConfig
