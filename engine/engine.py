@@ -21,7 +21,7 @@ from .adapt.adapter import AdapterError
 from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
-from .prompt import FimFormat, PinnedFormat, choose_format, encode
+from .prompt import FimFormat, PinnedFormat, choose_format, decode_with_offsets, encode
 from .precision import choose as choose_precision
 from .quantize import checkpoint_format, describe, model_bytes
 
@@ -308,7 +308,7 @@ class Engine:
                 end = next((i for i, t in enumerate(canvas) if t in self.format.stop_ids), len(canvas))
             ids = [t for t in canvas[:end] if t not in self.format.stop_ids]
             kept = [i for i, t in enumerate(canvas[:end]) if t not in self.format.stop_ids]
-            text, offsets = self._decode_with_offsets(ids)
+            text, offsets = decode_with_offsets(self.tokenizer, ids)
             taken = int(steps[row])
             out.append(
                 Candidate(
@@ -336,19 +336,6 @@ class Engine:
         """The text of a draft canvas up to its first stop token (for refining ghost text)."""
         end = next((i for i, t in enumerate(canvas_row) if t in self.format.stop_ids), len(canvas_row))
         return self._plain(canvas_row[:end])
-
-    def _decode_with_offsets(self, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
-        text = self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-        offsets, previous = [], 0
-        for i in range(1, len(ids) + 1):
-            # Byte-level tokens can split a character; a partial decode ends in U+FFFD there.
-            part = self.tokenizer.decode(ids[:i], skip_special_tokens=True, clean_up_tokenization_spaces=False)
-            length = len(part.rstrip("\ufffd")) if i < len(ids) else len(text)
-            length = max(previous, min(length, len(text)))
-            offsets.append((previous, length))
-            previous = length
-        return text, offsets
-
 
 def _sampling_defaults(model, config: EngineConfig) -> SamplingOptions:
     gen = model.generation_config

@@ -57,6 +57,20 @@ def encode(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+def decode_with_offsets(tokenizer, ids: list[int]) -> tuple[str, list[tuple[int, int]]]:
+    """The text of `ids` and each token's character span in it."""
+    text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    offsets, previous = [], 0
+    for i in range(1, len(ids) + 1):
+        # Byte-level tokens can split a character; a partial decode ends in U+FFFD there.
+        part = tokenizer.decode(ids[:i], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        length = len(part.rstrip("\ufffd")) if i < len(ids) else len(text)
+        length = max(previous, min(length, len(text)))
+        offsets.append((previous, length))
+        previous = length
+    return text, offsets
+
+
 @dataclass
 class FimFormat:
     """Suffix-first fill-in-the-middle with the tokenizer's own sentinels."""
