@@ -32,6 +32,11 @@ class CancelToken:
         return self._event.is_set()
 
 
+def _read_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class Scheduler:
     def __init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="dg-compute")
@@ -83,6 +88,9 @@ class Scheduler:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             token.cancel("request cancelled by the client")
+            # Nobody awaits the job any more; it still ends (with `Cancelled`, at the next step),
+            # and asyncio would log that unread exception as an error.
+            future.add_done_callback(_read_outcome)
             raise
         finally:
             # A failed job's exception holds this frame through its traceback, and this frame holds

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import sys
 from pathlib import Path
 
 from lsprotocol import types
@@ -30,6 +29,7 @@ from .edit_history import EditHistory
 from .engine_host import EngineHost
 from .features.next_edit import NextEdits
 from .learning import Learner
+from .logs import configure_logging
 from .fill import ResultCache
 from .progress import progress
 from .protocol import DgProtocol, install_test_faults
@@ -381,24 +381,6 @@ def build_server(engine_override: EngineConfig | None = None, loader=None) -> Dg
     register(server)
     install_test_faults(server)  # only with DG_LSP_TEST_FAULTS=1; see protocol.py
     return server
-
-
-def configure_logging(spec: str) -> None:
-    """`DG_LSP_LOG`: a level ("INFO"), optionally followed by per-logger levels
-    ("INFO,dg_lsp.protocol=DEBUG" logs what the server sends without pygls' own debug output).
-    An unknown level is reported and INFO used."""
-    root, *rest = [part.strip() for part in spec.split(",") if part.strip()] or ["INFO"]
-    levels = logging.getLevelNamesMapping()
-    logging.basicConfig(level=levels.get(root.upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if root.upper() not in levels:
-        log.warning("DG_LSP_LOG: unknown level %r; using INFO", root)
-    for part in rest:
-        name, _, level = part.partition("=")
-        if level.upper() in levels:
-            logging.getLogger(name).setLevel(levels[level.upper()])
-        else:
-            log.warning("DG_LSP_LOG: unknown level %r for %r; ignored", level, name)
 
 
 def serve(config: EngineConfig | None = None, tcp: str | None = None) -> int:

@@ -127,7 +127,7 @@ def test_serve_over_tcp_initializes_and_shuts_down():
 def test_log_levels_per_logger(monkeypatch):
     import logging
 
-    from dg_lsp.server import configure_logging
+    from dg_lsp.logs import configure_logging
 
     monkeypatch.setattr(logging.getLogger("dg_lsp.protocol"), "level", logging.NOTSET)
     configure_logging("WARNING,dg_lsp.protocol=DEBUG,other=LOUD")
