@@ -43,18 +43,23 @@ def span(text: str, needle: str) -> types.Range:
     return types.Range(types.Position(line, column), types.Position(line, column + len(needle)))
 
 
-@pytest.mark.parametrize("index", range(len(CORRECT_LINES)))
-async def test_rewriting_a_correct_line_keeps_it(client, index):
-    text, line = CORRECT_LINES[index]
-    uri = (client.root / f"keep{index}.py").as_uri()
+async def rewrite_edits(client, name: str, text: str, line: str):
+    """The edits of "Rewrite selection" on `line` of a new document, and the selection."""
+    uri = (client.root / name).as_uri()
     open_doc(client, uri, text)
     selection = span(text, line)
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         types.TextDocumentIdentifier(uri), selection, types.CodeActionContext(diagnostics=[])))
     rewrite = next(a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite)
-    before = len(client.messages)
     resolved = await client.code_action_resolve_async(rewrite)
-    changes = resolved.edit.document_changes[0].edits if resolved.edit else []
+    return (resolved.edit.document_changes[0].edits if resolved.edit else []), selection
+
+
+@pytest.mark.parametrize("index", range(len(CORRECT_LINES)))
+async def test_rewriting_a_correct_line_keeps_it(client, index):
+    text, line = CORRECT_LINES[index]
+    before = len(client.messages)
+    changes, _ = await rewrite_edits(client, f"keep{index}.py", text, line)
     assert changes == [], [(e.range, e.new_text) for e in changes]
     assert any("keep the text as it is" in m.message for m in client.messages[before:])
 
@@ -87,14 +92,7 @@ async def test_a_rewrite_changes_only_what_the_model_doubts_as_minimal_edits(cli
     # own (with the space its first token carries).
     changed, on_the_typo = [], 0
     for index, (text, line, typo) in enumerate(TYPO_LINES):
-        uri = (client.root / f"typo{index}.py").as_uri()
-        open_doc(client, uri, text)
-        selection = span(text, line)
-        actions = await client.text_document_code_action_async(types.CodeActionParams(
-            types.TextDocumentIdentifier(uri), selection, types.CodeActionContext(diagnostics=[])))
-        rewrite = next(a for a in actions if a.kind == types.CodeActionKind.RefactorRewrite)
-        resolved = await client.code_action_resolve_async(rewrite)
-        edits = resolved.edit.document_changes[0].edits if resolved.edit else []
+        edits, selection = await rewrite_edits(client, f"typo{index}.py", text, line)
         if not edits:
             continue
         start = selection.start.character
