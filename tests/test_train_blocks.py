@@ -124,6 +124,19 @@ def test_fim_rows_align_middle_blocks_with_the_canvas(setup):
     assert all(w == 1.0 for w in row.weights[:p])
 
 
+def test_middle_weight_scales_only_the_middle(setup):
+    src, fmt, _ = setup
+    s = fmt.specials
+    example = src.sample(random.Random(0), 32)
+    plain = fim_row(example, 16, s.end_of_middle, s.pad, MixConfig(), prompt_blocks=True)
+    heavy = fim_row(example, 16, s.end_of_middle, s.pad, MixConfig(middle_weight=3.0), prompt_blocks=True)
+    p = len(example.prompt_ids)
+    assert heavy.weights[:p] == plain.weights[:p]
+    assert heavy.weights[p:] == pytest.approx([3.0 * w for w in plain.weights[p:]])
+    # The padding after <fim_end> keeps its share of the middle's weight.
+    assert min(heavy.weights[p:]) < max(heavy.weights[p:]) or s.end_of_middle not in example.canvas_ids[:-1]
+
+
 def test_mixed_batches_are_reproducible_and_mostly_loss_tokens(setup):
     src, fmt, model = setup
     code = np.random.default_rng(0).integers(8, 400, 5000).astype(np.uint16)

@@ -61,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seq-len", type=int, default=MixConfig.seq_len, help="tokens per block-parallel row")
     p.add_argument("--fim-share", type=float, default=MixConfig.fim_share)
     p.add_argument("--prose-share", type=float, default=MixConfig.prose_share)
+    p.add_argument("--fim-per-row", type=int, default=MixConfig.fim_per_row, help="FIM holes packed into one row, at most")
+    p.add_argument("--middle-weight", type=float, default=MixConfig.middle_weight,
+                   help="diffusion-loss weight of a FIM middle's tokens (code tokens weigh 1)")
     p.add_argument("--edit-share", type=float, default=MixConfig.edit_share,
                    help="share of rows that are edit traces (next-edit suggestions)")
     p.add_argument("--max-prompt-tokens", type=int, default=768)
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         code = load_stream(tokenizer, "python", sep, cache) if cache else None
         prose = load_stream(tokenizer, "prose", sep, cache) if cache else None
         mix = MixConfig(seq_len=args.seq_len, fim_share=args.fim_share, prose_share=args.prose_share,
-                        edit_share=args.edit_share)
+                        edit_share=args.edit_share, fim_per_row=args.fim_per_row, middle_weight=args.middle_weight)
         edits = EditSource.from_examples(fim_source) if args.edit_share > 0 else None
         source = BlockSource(fim_source, code, prose, mix, edits)
         print(f"streams: {0 if code is None else len(code):,} code tokens, "
