@@ -3,7 +3,8 @@
 The long run is cut into pieces of a few hours; each piece ends by exporting the model and scoring
 it here on the same held-out holes (`tune.held_out_cases`, seed 0: the rest of a line, a whole
 line and random spans cut from the held-out standard-library modules, never trained on), with the
-sampler settings stored in the model. The row appended to `--out` (JSON Lines) joins the score to
+sampler settings stored in the model, and probes how well a fill's first step can start
+(`probe.py`). The row appended to `--out` (JSON Lines) joins the score to
 the training state (step, tokens seen, hours trained, held-out loss), which is what the README's
 quality-by-training-tokens table and curve are drawn from.
 
@@ -18,6 +19,7 @@ import json
 import time
 from pathlib import Path
 
+from .probe import first_token_probe
 from .resume import read_state
 from .tune import held_out_cases, score
 
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     d = engine.defaults
     result = score(engine, cases, max_steps=d.max_steps, entropy_bound=d.entropy_bound, t_max=d.t_max,
                    stability_threshold=d.stability_threshold)
+    result.update(first_token_probe(engine.model, cases, engine.format.specials.pad))
     state = read_state(Path(args.state)) if args.state else None
     row = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "note": args.note, "val_loss": args.val_loss,
            "step": state["step"] if state else None, "tokens": state.get("tokens") if state else None,
