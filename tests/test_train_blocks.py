@@ -10,26 +10,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dg_engine.prompt import choose_format
 from dg_engine.train.blocks import (BlockBatch, block_diffusion_loss, block_mask, chunk_bounds, corrupt_blocks,
                                     decode_all, encode_clean)
-from dg_engine.train.corpus import split
-from dg_engine.train.examples import ExampleConfig, ExampleSource
+from dg_engine.train.examples import ExampleSource
 from dg_engine.train.model import build_model
 from dg_engine.train.objective import canvas_weights, collate, decode_canvas, encode_prompt
 from dg_engine.train.sequences import BlockSource, MixConfig, block_starts, canvas_batch, collate_rows, fim_row
-from dg_engine.train.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
-def setup():
-    torch.set_num_threads(1)
-    train, _ = split(limit=6)
-    tok = train_tokenizer((f.text for f in train), vocab_size=400)
-    fmt = choose_format(tok)
-    src = ExampleSource(train, fmt, ExampleConfig(max_prompt_tokens=96, min_prompt_tokens=16, canvas_lengths=(16,)))
-    model = build_model("tiny", len(tok), seed=0).eval()
-    return src, fmt, model
+def setup(fim_source):
+    src, fmt = fim_source
+    return src, fmt, build_model("tiny", len(fmt.tokenizer), seed=0).eval()
 
 
 def test_mask_sees_only_earlier_blocks_and_its_own():

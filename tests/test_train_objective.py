@@ -5,9 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dg_engine.prompt import choose_format
-from dg_engine.train.corpus import split
-from dg_engine.train.examples import ExampleConfig, ExampleSource
 from dg_engine.train.model import build_model
 from dg_engine.train.objective import (
     ObjectiveConfig,
@@ -20,17 +17,12 @@ from dg_engine.train.objective import (
     encode_prompt,
     noise_levels,
 )
-from dg_engine.train.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
-def setup():
-    torch.set_num_threads(1)
-    train, _ = split(limit=6)
-    tok = train_tokenizer((f.text for f in train), vocab_size=400)
-    fmt = choose_format(tok)
-    src = ExampleSource(train, fmt, ExampleConfig(max_prompt_tokens=96, min_prompt_tokens=16, canvas_lengths=(16,)))
-    return src, fmt, len(tok)
+def setup(fim_source):
+    src, fmt = fim_source
+    return src, fmt, len(fmt.tokenizer)
 
 
 def test_padded_batch_matches_unbatched(setup):

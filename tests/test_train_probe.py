@@ -7,23 +7,15 @@ from dataclasses import replace
 import pytest
 import torch
 
-from dg_engine.prompt import choose_format
-from dg_engine.train.corpus import split
-from dg_engine.train.examples import ExampleConfig, ExampleSource
 from dg_engine.train.model import build_model
 from dg_engine.train.objective import softcapped_logits
 from dg_engine.train.probe import first_token_guesses, first_token_probe
-from dg_engine.train.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
-def setup():
-    torch.set_num_threads(1)
-    train, _ = split(limit=6)
-    tok = train_tokenizer((f.text for f in train), vocab_size=400)
-    fmt = choose_format(tok)
-    src = ExampleSource(train, fmt, ExampleConfig(max_prompt_tokens=96, min_prompt_tokens=16, canvas_lengths=(16,)))
-    model = build_model("tiny", len(tok), seed=0).eval()
+def setup(fim_source):
+    src, fmt = fim_source
+    model = build_model("tiny", len(fmt.tokenizer), seed=0).eval()
     return src.batch_examples(seed=0, step=0, batch_size=6), fmt.specials.pad, model
 
 
