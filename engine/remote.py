@@ -24,7 +24,6 @@ server's health for `dg.status`, without touching the network when asked for it.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import re
@@ -33,15 +32,11 @@ import time
 from .config import EngineConfig
 from .engine import Candidate, FillRequest, FillResult
 from .errors import ModelLoadError
-from .prompt import PINNED_TOKENS, FimText, infill_instruction, rewrite_instruction
+from .prompt import PINNED_TOKENS, infill_instruction, rewrite_instruction
 from .remote_http import JsonClient, RemoteError, RemoteResponseError, RemoteUnavailableError
-from .remote_stream import Row, Served, TextRows, absorb, offsets
-from .tokens import END_OF_MIDDLE_NAMES, FILE_SEPARATOR_NAMES, FIM_MIDDLE_NAMES, FIM_PREFIX_NAMES, FIM_SUFFIX_NAMES
+from .remote_stream import Row, Served, TextRows, absorb, learn_format, to_candidate
 
 DEFAULT_CANVAS = 32
-BOS_NAMES = ("<bos>", "<s>")
-PAD_NAMES = ("<pad>",)
-EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>")
 
 class RemoteEngine:
     """The engine interface over an OpenAI-compatible server. Not thread-safe, like `Engine`."""
@@ -76,7 +71,7 @@ class RemoteEngine:
                 served.version = str(self.client.get("/version", cancel).get("version", ""))
             except RemoteResponseError:
                 pass  # Not every server has /version.
-            self._learn_format(served, cancel)
+            learn_format(served, lambda name: self.tokenize(name, cancel, served.model), self.config.prompt_format)
         except RemoteError as exc:
             self._down(exc)
             raise
@@ -84,30 +79,6 @@ class RemoteEngine:
         self.source = served.model
         self._up()
         return served
-
-    def _learn_format(self, served: Served, cancel) -> None:
-        if self.config.prompt_format == "chat":
-            return
-        found: dict[str, str] = {}
-        try:
-            for role, names in (("prefix", FIM_PREFIX_NAMES), ("suffix", FIM_SUFFIX_NAMES), ("middle", FIM_MIDDLE_NAMES),
-                                ("end", END_OF_MIDDLE_NAMES), ("file", FILE_SEPARATOR_NAMES), ("bos", BOS_NAMES),
-                                ("pad", PAD_NAMES), ("eos", EOS_NAMES)):
-                for name in names:
-                    ids = self.tokenize(name, cancel, served.model)
-                    if len(ids) == 1:
-                        found[role] = name
-                        served.ids[role] = ids[0]
-                        break
-        except RemoteResponseError as exc:
-            if exc.status not in (404, 405):
-                raise
-            # No /tokenize: only an explicit "fim" setting gets FIM, with the common spellings.
-            if self.config.prompt_format == "fim":
-                found = {"prefix": "<fim_prefix>", "suffix": "<fim_suffix>", "middle": "<fim_middle>"}
-        if {"prefix", "suffix", "middle"} <= found.keys():
-            served.fim = FimText(found["prefix"], found["suffix"], found["middle"],
-                                 bos=found.get("bos", ""), file_separator=found.get("file", ""))
 
     def _ready(self, cancel) -> Served:
         return self.served if self.served is not None else self.connect(cancel)
@@ -217,7 +188,7 @@ class RemoteEngine:
             "stop_token_ids": served.stop_ids,
         }
         rows, prompt_tokens = self._stream("/v1/completions", payload, cancel, on_step)
-        return [self._candidate(served, row, width) for row in rows], prompt_tokens
+        return [to_candidate(served, row, width) for row in rows], prompt_tokens
 
     def _stream(self, path: str, payload: dict, cancel, on_step) -> tuple[list[Row], int]:
         self.forward_passes += 1
@@ -235,26 +206,6 @@ class RemoteEngine:
         if not rows:
             raise RemoteResponseError(f"{self.base_url} answered with no choices")
         return [rows[i] for i in sorted(rows)], prompt_tokens
-
-    def _candidate(self, served: Served, row: Row, width: int) -> Candidate:
-        stops = set(served.stop_ids)
-        kept = [i for i, t in enumerate(row.token_ids) if t not in stops]
-        end = next((i for i, t in enumerate(row.token_ids) if t in stops), len(row.token_ids))
-        spans = offsets(row.text, row.tokens) if len(row.tokens) == len(row.token_ids) else []
-        pad = served.ids.get("pad", served.ids.get("eos", 0))
-        # The final canvas (for a repair), when the answer fits in one.
-        canvas = row.token_ids + [pad] * (width - len(row.token_ids)) if len(row.token_ids) <= width else []
-        return Candidate(
-            text=row.text,
-            token_ids=[row.token_ids[i] for i in kept],
-            token_offsets=[spans[i] for i in kept] if spans else [],
-            confidences=[math.exp(row.logprobs[i]) for i in kept] if len(row.logprobs) == len(row.token_ids) else [],
-            steps=0,
-            tokens_per_forward=0.0,
-            finished=row.finish == "stop" or end < len(row.token_ids),
-            canvas=canvas,
-            length=width,
-        )
 
     def _vocab_size(self, served: Served, cancel) -> int:
         """The served vocabulary's size, read from the server's own range check of a seed canvas
@@ -375,7 +326,7 @@ class RemoteEngine:
             "vllm_xargs": self._xargs(request, width),
         }
         rows, prompt_tokens = self._stream("/v1/chat/completions", payload, cancel, on_step)
-        return [self._candidate(served, row, width) for row in rows], prompt_tokens
+        return [to_candidate(served, row, width) for row in rows], prompt_tokens
 
     def renoise(self, request: FillRequest, candidate: Candidate, positions: list[int], cancel=None) -> Candidate:
         """Denoise `positions` again with the rest of the candidate's canvas pinned (syntax repair)."""

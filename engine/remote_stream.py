@@ -1,16 +1,25 @@
 """Reading a completions server's answers: what it serves, and its streamed choices as candidates.
 
 Split from `remote.py` so that the request logic there stays readable: this module holds the
-plain data the remote backend learns from the server (`Served`) and the accumulation of streamed
-events (text, token ids, logprobs, finish reason) into one row per choice.
+plain data the remote backend learns from the server (`Served`, and the sentinel spellings its
+tokenizer has), the accumulation of streamed events (text, token ids, logprobs, finish reason)
+into one row per choice, and the turning of a row into the engine's `Candidate`.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .engine import Candidate
 from .prompt import FimText
 from .remote_http import RemoteResponseError
+from .tokens import END_OF_MIDDLE_NAMES, FILE_SEPARATOR_NAMES, FIM_MIDDLE_NAMES, FIM_PREFIX_NAMES, FIM_SUFFIX_NAMES
+
+BOS_NAMES = ("<bos>", "<s>")
+PAD_NAMES = ("<pad>",)
+EOS_NAMES = ("<eos>", "</s>", "<|endoftext|>")
 
 
 @dataclass
@@ -79,3 +88,53 @@ def offsets(text: str, tokens: list[str]) -> list[tuple[int, int]]:
         else:
             spans.append((at, at))
     return spans
+
+
+def learn_format(served: Served, tokenize: Callable[[str], list[int]], prompt_format: str) -> None:
+    """Find which sentinel spellings are single tokens of the served tokenizer; with FIM's three,
+    `served.fim` lays prompts out with them. Raises `RemoteResponseError` unless the server
+    simply has no `/tokenize`."""
+    if prompt_format == "chat":
+        return
+    found: dict[str, str] = {}
+    try:
+        for role, names in (("prefix", FIM_PREFIX_NAMES), ("suffix", FIM_SUFFIX_NAMES), ("middle", FIM_MIDDLE_NAMES),
+                            ("end", END_OF_MIDDLE_NAMES), ("file", FILE_SEPARATOR_NAMES), ("bos", BOS_NAMES),
+                            ("pad", PAD_NAMES), ("eos", EOS_NAMES)):
+            for name in names:
+                ids = tokenize(name)
+                if len(ids) == 1:
+                    found[role] = name
+                    served.ids[role] = ids[0]
+                    break
+    except RemoteResponseError as exc:
+        if exc.status not in (404, 405):
+            raise
+        # No /tokenize: only an explicit "fim" setting gets FIM, with the common spellings.
+        if prompt_format == "fim":
+            found = {"prefix": "<fim_prefix>", "suffix": "<fim_suffix>", "middle": "<fim_middle>"}
+    if {"prefix", "suffix", "middle"} <= found.keys():
+        served.fim = FimText(found["prefix"], found["suffix"], found["middle"],
+                             bos=found.get("bos", ""), file_separator=found.get("file", ""))
+
+
+def to_candidate(served: Served, row: Row, width: int) -> Candidate:
+    """A streamed row as the engine's candidate: stop tokens dropped from its ids, its canvas kept
+    (for a syntax repair) when the answer fits in one."""
+    stops = set(served.stop_ids)
+    kept = [i for i, t in enumerate(row.token_ids) if t not in stops]
+    end = next((i for i, t in enumerate(row.token_ids) if t in stops), len(row.token_ids))
+    spans = offsets(row.text, row.tokens) if len(row.tokens) == len(row.token_ids) else []
+    pad = served.ids.get("pad", served.ids.get("eos", 0))
+    canvas = row.token_ids + [pad] * (width - len(row.token_ids)) if len(row.token_ids) <= width else []
+    return Candidate(
+        text=row.text,
+        token_ids=[row.token_ids[i] for i in kept],
+        token_offsets=[spans[i] for i in kept] if spans else [],
+        confidences=[math.exp(row.logprobs[i]) for i in kept] if len(row.logprobs) == len(row.token_ids) else [],
+        steps=0,
+        tokens_per_forward=0.0,
+        finished=row.finish == "stop" or end < len(row.token_ids),
+        canvas=canvas,
+        length=width,
+    )
