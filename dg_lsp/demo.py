@@ -97,50 +97,61 @@ async def run(model: str, timeout: float) -> int:
 
     started = time.perf_counter()
     await client.start_io(sys.executable, "-m", "dg_lsp", "serve", "--model", model)
-    caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=False))
-    init = await client.initialize_async(
-        types.InitializeParams(capabilities=caps, root_uri=folder.as_uri(), process_id=None)
-    )
-    client.initialized(types.InitializedParams())
-    print(f"server: {init.server_info.name} {init.server_info.version}, initialize answered in "
-          f"{(time.perf_counter() - started) * 1000:.0f} ms")
-    state, message = await asyncio.wait_for(ready, timeout)
-    print(f"model: {state} ({message}) after {(time.perf_counter() - started):.1f} s")
-    if state != "ready":
+    try:
+        # Like VS Code, the demo resolves a code action's edit lazily; without this the server answers
+        # with commands, for clients that cannot.
+        caps = types.ClientCapabilities(
+            window=types.WindowClientCapabilities(work_done_progress=False),
+            text_document=types.TextDocumentClientCapabilities(code_action=types.CodeActionClientCapabilities(
+                resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))))
+        init = await asyncio.wait_for(client.initialize_async(
+            types.InitializeParams(capabilities=caps, root_uri=folder.as_uri(), process_id=None)), timeout)
+        client.initialized(types.InitializedParams())
+        print(f"server: {init.server_info.name} {init.server_info.version}, initialize answered in "
+              f"{(time.perf_counter() - started) * 1000:.0f} ms")
+        state, message = await asyncio.wait_for(ready, timeout)
+        print(f"model: {state} ({message}) after {(time.perf_counter() - started):.1f} s")
+        if state != "ready":
+            return 1
+        for path, body, lang in ((source, text, "python"), (note, NOTE, "markdown")):
+            client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(path.as_uri(), lang, 1, body)))
+
+        doc = types.TextDocumentIdentifier(source.as_uri())
+        t = time.perf_counter()
+        inline = await asyncio.wait_for(client.text_document_inline_completion_async(types.InlineCompletionParams(
+            context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
+            text_document=doc, position=types.Position(*INLINE_AT))), timeout)
+        shown = inline.items[0].insert_text if inline and inline.items else ""
+        _print(f"inline completion after {cut_line[:INLINE_AT[1]].strip()!r}", shown, (time.perf_counter() - t) * 1000)
+
+        t = time.perf_counter()
+        at = types.Position(*ACTION_AT)
+        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+            doc, types.Range(at, at), types.CodeActionContext(diagnostics=[]))), timeout)
+        titles = [a.title for a in actions or []]
+        fill = next((a for a in actions or [] if "middle" in a.title and isinstance(a, types.CodeAction)), None)
+        resolved = await asyncio.wait_for(client.code_action_resolve_async(fill), timeout) if fill else None
+        edits = resolved.edit.document_changes[0].edits if resolved and resolved.edit else []
+        inserted = edits[0].new_text if edits else ""
+        _print(f"code actions {titles}; resolved 'Fill in the middle here'", inserted, (time.perf_counter() - t) * 1000)
+
+        t = time.perf_counter()
+        result = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
+            "dg.rewriteParagraph", [{"uri": note.as_uri(), "position": {"line": PARAGRAPH_AT[0], "character": PARAGRAPH_AT[1]}}])),
+            timeout)
+        _print(f"paragraph rewrite {result}", documents[note.as_uri()], (time.perf_counter() - t) * 1000)
+
+        status = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams("dg.status", [])),
+                                        timeout)
+        print(f"\nstatus: {status}")
+        await client.shutdown_async(None)
+        client.exit(None)
+        return 0
+    except TimeoutError:
+        print(f"error: the server did not answer within {timeout:.0f} s", file=sys.stderr)
         return 1
-    for path, body, lang in ((source, text, "python"), (note, NOTE, "markdown")):
-        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(path.as_uri(), lang, 1, body)))
-
-    doc = types.TextDocumentIdentifier(source.as_uri())
-    t = time.perf_counter()
-    inline = await client.text_document_inline_completion_async(types.InlineCompletionParams(
-        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
-        text_document=doc, position=types.Position(*INLINE_AT)))
-    shown = inline.items[0].insert_text if inline and inline.items else ""
-    _print(f"inline completion after {cut_line[:INLINE_AT[1]].strip()!r}", shown, (time.perf_counter() - t) * 1000)
-
-    t = time.perf_counter()
-    at = types.Position(*ACTION_AT)
-    actions = await client.text_document_code_action_async(types.CodeActionParams(
-        doc, types.Range(at, at), types.CodeActionContext(diagnostics=[])))
-    titles = [a.title for a in actions or []]
-    fill = next((a for a in actions or [] if "middle" in a.title), None)
-    resolved = await client.code_action_resolve_async(fill) if fill else None
-    edits = resolved.edit.document_changes[0].edits if resolved and resolved.edit else []
-    inserted = edits[0].new_text if edits else ""
-    _print(f"code actions {titles}; resolved 'Fill in the middle here'", inserted, (time.perf_counter() - t) * 1000)
-
-    t = time.perf_counter()
-    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(
-        "dg.rewriteParagraph", [{"uri": note.as_uri(), "position": {"line": PARAGRAPH_AT[0], "character": PARAGRAPH_AT[1]}}]))
-    _print(f"paragraph rewrite {result}", documents[note.as_uri()], (time.perf_counter() - t) * 1000)
-
-    status = await client.workspace_execute_command_async(types.ExecuteCommandParams("dg.status", []))
-    print(f"\nstatus: {status}")
-    await client.shutdown_async(None)
-    client.exit(None)
-    await client.stop()
-    return 0
+    finally:
+        await client.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
