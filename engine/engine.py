@@ -23,7 +23,7 @@ from .kvcache import PrefixCache, fork
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, decode_with_offsets, encode
 from .precision import choose as choose_precision
-from .quantize import checkpoint_format, describe, model_bytes
+from .quantize import checkpoint_format, describe, model_bytes, model_parameters
 
 
 # What `_plan` returns as the holes of a pinned-suffix plan: each row's middle is its own free stretch.
@@ -105,7 +105,7 @@ class Engine:
         self.memory_bytes = model_bytes(model)
         # The adapter in use ({path, kind, workspace, created, ...}), or why one was refused.
         self.adapter: dict = {}
-        self.parameters = sum(p.numel() for p in model.parameters())
+        self.parameters = model_parameters(model)
         # Counts decoder passes over the engine's life; status reports it, tests watch it stop.
         self.forward_passes = 0
 

@@ -202,3 +202,15 @@ def model_bytes(model: nn.Module) -> int:
             weight, bias = module._weight_bias()
             total += weight.numel() * weight.element_size() + (0 if bias is None else bias.numel() * 4)
     return total
+
+
+def model_parameters(model: nn.Module) -> int:
+    """Parameters, quantized or not: `parameters()` alone misses the packed int8 weights. A tied
+    lm_head's int8 copy is the embedding table again, so it is not counted twice."""
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    count = sum(p.numel() for p in model.parameters())
+    for name, module in model.named_modules():
+        if _is_quantized(module) and not (tied and name == "lm_head"):
+            weight, bias = module._weight_bias()
+            count += weight.numel() + (0 if bias is None else bias.numel())
+    return count

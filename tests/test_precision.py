@@ -92,3 +92,12 @@ def test_auto_precision_loads_the_fastest_measured(tiny_dir, tmp_path, monkeypat
     assert (engine.info()["dtype"], engine.info()["quantization"]) == expected
     # Asked for explicitly, a dtype or a quantization is never second-guessed.
     assert load_engine(EngineConfig(model=str(tiny_dir), dtype="float32")).info()["precision"] is None
+
+
+def test_int8_reports_the_same_parameter_count_as_fp32():
+    # int8 weights are packed outside `parameters()`, and the tied head's int8 copy is the
+    # embedding table again: status and `dg-lsp check` must still name the model's real size.
+    fp32 = load_engine(EngineConfig(quantization="none"))
+    int8 = load_engine(EngineConfig(quantization="int8"))
+    assert int8.parameters == fp32.parameters
+    assert int8.info()["parameters"] == fp32.info()["parameters"] > 2_000_000
