@@ -16,17 +16,23 @@ from tqdm import tqdm
 
 
 def cursor_offset(text: str, at: str) -> int:
-    """Offset of a 1-based LINE:COL cursor (COL counts characters), clamped into the text."""
+    """Offset of a 1-based LINE:COL cursor (COL counts characters). A column past the end of its
+    line is the line's end, as in an editor; a line that is not in the file is an error, since a
+    fill somewhere else would look like an answer."""
     try:
         line_text, col_text = at.split(":")
         line, col = int(line_text), int(col_text)
     except ValueError as exc:
         raise SystemExit(f"dg-lsp: --at must be LINE:COL, got {at!r}") from exc
     lines = text.splitlines(keepends=True) or [""]
-    line = min(max(line, 1), len(lines))
+    if text.endswith(("\n", "\r")):
+        lines.append("")  # the empty line after the last newline, where an editor's cursor can stand
+    if not 1 <= line <= len(lines) or col < 1:
+        raise SystemExit(f"dg-lsp: --at {at} is outside the file: it has {len(lines)} line(s), and lines and "
+                         "columns count from 1")
     start = sum(len(l) for l in lines[: line - 1])
     body = lines[line - 1].rstrip("\r\n")
-    return start + min(max(col - 1, 0), len(body))
+    return start + min(col - 1, len(body))
 
 
 def run_file(args, config) -> int:

@@ -50,6 +50,21 @@ def test_infill_at_a_cursor_prints_the_fill(tmp_path):
     assert "steps]" in done.stderr
 
 
+def test_a_cursor_outside_the_file_is_refused_before_the_model_loads(tmp_path):
+    from dg_lsp.batch import cursor_offset
+
+    text = "ab\ncd\n"
+    # A column past its line's end is the line's end; the empty last line is a place too.
+    assert [cursor_offset(text, at) for at in ("1:1", "1:3", "1:9", "2:2", "3:1")] == [0, 2, 2, 4, 6]
+    source = tmp_path / "a.py"
+    source.write_text(text)
+    for at in ("4:1", "0:1", "1:0"):
+        done = run("infill", str(source), "--at", at, "--model", str(tmp_path / "no-model-here"))
+        assert done.returncode != 0
+        assert f"--at {at} is outside the file: it has 3 line(s)" in done.stderr
+        assert "Traceback" not in done.stderr  # refused before the (missing) model is looked for
+
+
 def test_check_reports_the_setup():
     done = run("check", "--model", TINY, "--max-steps", "3")
     assert done.returncode == 0, done.stderr
