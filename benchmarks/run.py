@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "layouts")
+OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "layouts", "obvious")
 OTHERS = ("quality", "reliability", "features")  # written alongside; run when present
 # Benchmarks whose --model means the diffusion model under test (gpu's means the tokens/s model).
 TAKES_MODEL = set(OWN) | {"features"}

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .common import RESULTS
 
-NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "layouts", "quality", "reliability")
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "layouts", "obvious", "quality",
+         "reliability")
 # The next-edit targets: right share per kind (renames, the rest), precision of what is shown, p50.
 NEXT_EDIT_TARGETS = {"rename": 0.5, "other": 0.3, "precision": 0.8, "p50_ms": 300.0}
 
@@ -154,6 +155,11 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
         rows.append(("prose", f"paragraph rewrite: injected word errors fixed ({d['injected_errors']} in {d['paragraphs']} paragraphs)",
                      f"{d['fixed']:.0%}", f"≥ {t['fixed']:.0%}", met["fixed"]))
         rows.append(("prose", "paragraph rewrite: correct words changed", f"{d['broken']:.1%}", f"≤ {t['broken']:.0%}", met["broken"]))
+    for model in (r.get("obvious") or {}).get("models") or []:
+        wrong = [c["case"] for c in model["cases"] if not c["right"]]
+        rows.append(("obvious", f"obvious fills right, {model['model']}", f"{model['right']} of {model['of']}"
+                     + (f" (not: {', '.join(wrong)})" if wrong else ""), f"{model['of']} of {model['of']}",
+                     model["right"] == model["of"]))
     for name in ("quality", "reliability"):
         if name in r:
             rows += other_rows(name, r[name])

@@ -61,6 +61,20 @@ def test_next_edit_quick():
     sane_summary(data["latency_ms"])
 
 
+def test_obvious_cases_are_right_python_and_scored_as_written():
+    import ast
+
+    from benchmarks import obvious
+
+    for case in obvious.CASES:
+        ast.parse(case.before + case.want + case.after)  # the wanted fill makes the file valid
+    obvious.main(["--quick"])
+    data = written("obvious")
+    [model] = data["models"]
+    assert [r["case"] for r in model["cases"]] == [c.name for c in obvious.CASES]
+    assert model["right"] == sum(r["got"].strip() == r["want"] for r in model["cases"])
+
+
 def test_prose_quick():
     from benchmarks import prose
 
