@@ -59,6 +59,26 @@ def _print(title: str, text: str, ms: float) -> None:
     print(text if text.strip() else "(empty)")
 
 
+async def _inline(client: LanguageClient, doc: types.TextDocumentIdentifier, timeout: float) -> str:
+    """The ghost text an editor would show at INLINE_AT."""
+    inline = await asyncio.wait_for(client.text_document_inline_completion_async(types.InlineCompletionParams(
+        context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
+        text_document=doc, position=types.Position(*INLINE_AT))), timeout)
+    return inline.items[0].insert_text if inline and inline.items else ""
+
+
+async def _fill_action(client: LanguageClient, doc: types.TextDocumentIdentifier, timeout: float) -> tuple[list[str], str]:
+    """The code actions at ACTION_AT, and the text "Fill in the middle here" inserts once resolved."""
+    at = types.Position(*ACTION_AT)
+    actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
+        doc, types.Range(at, at), types.CodeActionContext(diagnostics=[]))), timeout)
+    titles = [a.title for a in actions or []]
+    fill = next((a for a in actions or [] if "middle" in a.title and isinstance(a, types.CodeAction)), None)
+    resolved = await asyncio.wait_for(client.code_action_resolve_async(fill), timeout) if fill else None
+    edits = resolved.edit.document_changes[0].edits if resolved and resolved.edit else []
+    return titles, edits[0].new_text if edits else ""
+
+
 async def run(model: str, timeout: float) -> int:
     folder = Path(tempfile.mkdtemp(prefix="dg-demo-"))
     source, note = folder / "shapes.py", folder / "NOTES.md"
@@ -118,23 +138,11 @@ async def run(model: str, timeout: float) -> int:
 
         doc = types.TextDocumentIdentifier(source.as_uri())
         t = time.perf_counter()
-        inline = await asyncio.wait_for(client.text_document_inline_completion_async(types.InlineCompletionParams(
-            context=types.InlineCompletionContext(types.InlineCompletionTriggerKind.Automatic),
-            text_document=doc, position=types.Position(*INLINE_AT))), timeout)
-        shown = inline.items[0].insert_text if inline and inline.items else ""
+        shown = await _inline(client, doc, timeout)
         _print(f"inline completion after {cut_line[:INLINE_AT[1]].strip()!r}", shown, (time.perf_counter() - t) * 1000)
-
         t = time.perf_counter()
-        at = types.Position(*ACTION_AT)
-        actions = await asyncio.wait_for(client.text_document_code_action_async(types.CodeActionParams(
-            doc, types.Range(at, at), types.CodeActionContext(diagnostics=[]))), timeout)
-        titles = [a.title for a in actions or []]
-        fill = next((a for a in actions or [] if "middle" in a.title and isinstance(a, types.CodeAction)), None)
-        resolved = await asyncio.wait_for(client.code_action_resolve_async(fill), timeout) if fill else None
-        edits = resolved.edit.document_changes[0].edits if resolved and resolved.edit else []
-        inserted = edits[0].new_text if edits else ""
+        titles, inserted = await _fill_action(client, doc, timeout)
         _print(f"code actions {titles}; resolved 'Fill in the middle here'", inserted, (time.perf_counter() - t) * 1000)
-
         t = time.perf_counter()
         result = await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
             "dg.rewriteParagraph", [{"uri": note.as_uri(), "position": {"line": PARAGRAPH_AT[0], "character": PARAGRAPH_AT[1]}}])),
