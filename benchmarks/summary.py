@@ -144,6 +144,8 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
             rows.append(("adapt", f"{row['project']}, {kind} adapter ({k['minutes']:.0f} min): single-line exact match",
                          f"{j['single_line_before']:.0%} → {j['single_line_after']:.0%}", f"≥ {j['single_line_target']:.0%}",
                          j["single_line_met"]))
+            rows.append(("adapt", f"{row['project']}, {kind} adapter: edit similarity of the held-out files' fills",
+                         f"{row['before']['edit_similarity']:.3f} → {k['after']['edit_similarity']:.3f}", "", None))
             rows.append(("adapt", f"{row['project']}, {kind} adapter: held-out stdlib exact match change",
                          f"{j['stdlib_change']:+.1%}", "≥ -2 points", j["stdlib_met"]))
     for layout, sets in ((r.get("layouts") or {}).get("layouts") or {}).items():
