@@ -54,10 +54,7 @@ end
 
 --- Cancel the request in flight, if any.
 function M.cancel()
-  local req = state.request
-  state.request = nil
-  state.seq = state.seq + 1
-  util.cancel_request(req)
+  util.cancel_pending(state)
 end
 
 local function stop_timer()
@@ -66,11 +63,7 @@ end
 
 --- Remove the ghost text (the request in flight stays).
 function M.clear()
-  local g = state.ghost
-  state.ghost = nil
-  if g and vim.api.nvim_buf_is_valid(g.bufnr) then
-    vim.api.nvim_buf_clear_namespace(g.bufnr, ns, 0, -1)
-  end
+  util.clear_shown(state, "ghost", ns)
 end
 
 --- Remove the ghost text and cancel everything pending.

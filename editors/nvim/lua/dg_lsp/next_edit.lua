@@ -37,19 +37,12 @@ local function stop_timer()
 end
 
 local function cancel()
-  local req = state.request
-  state.request = nil
-  state.seq = state.seq + 1
-  util.cancel_request(req)
+  util.cancel_pending(state)
 end
 
 --- Hide the suggestion (the buffer is not changed).
 function M.clear()
-  local s = state.shown
-  state.shown = nil
-  if s and vim.api.nvim_buf_is_valid(s.bufnr) then
-    vim.api.nvim_buf_clear_namespace(s.bufnr, ns, 0, -1)
-  end
+  util.clear_shown(state, "shown", ns)
 end
 
 --- Whether a suggestion is shown in the current buffer.

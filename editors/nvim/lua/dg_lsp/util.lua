@@ -62,6 +62,24 @@ function M.cancel_request(req)
   end
 end
 
+--- Cancel the request a feature's state holds and bump its sequence, so that a late answer to it
+--- (or to anything sent before) is recognised as stale and dropped.
+function M.cancel_pending(state)
+  local req = state.request
+  state.request = nil
+  state.seq = state.seq + 1
+  M.cancel_request(req)
+end
+
+--- Take what a feature shows out of `state[key]` and clear its extmarks, if its buffer still exists.
+function M.clear_shown(state, key, ns)
+  local shown = state[key]
+  state[key] = nil
+  if shown and vim.api.nvim_buf_is_valid(shown.bufnr) then
+    vim.api.nvim_buf_clear_namespace(shown.bufnr, ns, 0, -1)
+  end
+end
+
 --- Stop a debounce timer if there is one.
 function M.stop_timer(timer)
   if timer then
