@@ -356,16 +356,10 @@ local function auto_enabled(bufnr)
 end
 
 local function schedule_request(bufnr)
-  if not state.timer then
-    state.timer = vim.uv.new_timer()
-  end
-  state.timer:stop()
-  state.timer:start(opts.debounce, 0, function()
-    vim.schedule(function()
-      if vim.api.nvim_get_current_buf() == bufnr and in_insert() and auto_enabled(bufnr) then
-        M.request(AUTOMATIC)
-      end
-    end)
+  util.debounce(state, opts.debounce, function()
+    if vim.api.nvim_get_current_buf() == bufnr and in_insert() and auto_enabled(bufnr) then
+      M.request(AUTOMATIC)
+    end
   end)
 end
 

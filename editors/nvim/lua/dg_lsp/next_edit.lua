@@ -203,16 +203,10 @@ local function auto(bufnr)
 end
 
 local function schedule(bufnr)
-  if not state.timer then
-    state.timer = vim.uv.new_timer()
-  end
-  state.timer:stop()
-  state.timer:start(opts.debounce, 0, function()
-    vim.schedule(function()
-      if vim.api.nvim_get_current_buf() == bufnr and auto(bufnr) then
-        M.request(false)
-      end
-    end)
+  util.debounce(state, opts.debounce, function()
+    if vim.api.nvim_get_current_buf() == bufnr and auto(bufnr) then
+      M.request(false)
+    end
   end)
 end
 

@@ -80,6 +80,17 @@ function M.clear_shown(state, key, ns)
   end
 end
 
+--- Run `fn` on the main loop `ms` after the last call (one timer per feature, kept in `state.timer`).
+function M.debounce(state, ms, fn)
+  if not state.timer then
+    state.timer = vim.uv.new_timer()
+  end
+  state.timer:stop()
+  state.timer:start(ms, 0, function()
+    vim.schedule(fn)
+  end)
+end
+
 --- Stop a debounce timer if there is one.
 function M.stop_timer(timer)
   if timer then
