@@ -9,11 +9,12 @@ tokens; the same files are the pre-tokenized shards a GPU machine trains from.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -32,6 +33,21 @@ def stream_path(cache_dir: Path, tokenizer, kind: str) -> Path:
     return cache_dir / "tokens" / tokenizer_digest(tokenizer) / f"{kind}.npy"
 
 
+@contextlib.contextmanager
+def tokenizer_threads() -> Iterator[None]:
+    """The tokenizer's own thread pool for the duration (the engine turns it off for the server,
+    where requests are small and forks happen; the one-time corpus pass is neither)."""
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+
+
 def tokenize_documents(documents: Iterable[Document], tokenizer, separator: int) -> np.ndarray:
     """One uint16 array: each document's tokens followed by `separator`."""
     if len(tokenizer) > np.iinfo(np.uint16).max:
@@ -45,12 +61,13 @@ def tokenize_documents(documents: Iterable[Document], tokenizer, separator: int)
             parts.append(np.asarray(enc.ids + [separator], dtype=np.uint16))
         batch.clear()
 
-    for doc in documents:
-        batch.append(doc.text)
-        if len(batch) >= BATCH_DOCUMENTS:
+    with tokenizer_threads():
+        for doc in documents:
+            batch.append(doc.text)
+            if len(batch) >= BATCH_DOCUMENTS:
+                flush()
+        if batch:
             flush()
-    if batch:
-        flush()
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
 
 
