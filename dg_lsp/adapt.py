@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ def run_adapt(args) -> int:
     from dg_engine.adapt.files import WorkspaceError, select
     from dg_engine.adapt.train import AdaptConfig, adapt
     from dg_engine.loader import resolve_source
+    from dg_engine.train.loop import StopSignals
 
     root = Path(args.dir or ".").resolve()
     try:
@@ -62,13 +62,6 @@ def run_adapt(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    stopping = {"now": False}
-
-    def stop(signum, frame):
-        stopping["now"] = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     started = time.time()
 
     def on_step(state, loss) -> None:
@@ -79,14 +72,14 @@ def run_adapt(args) -> int:
 
     config = AdaptConfig(minutes=args.minutes, kind=args.kind, rank=args.rank, seq_len=args.seq_len,
                          batch_size=args.batch_size)
-    info = adapt(resolve_source(args.model), selection, out, run_dir, config, workspace=str(root),
-                 commit=_commit(root), progress=not args.json_progress, should_stop=lambda: stopping["now"],
-                 on_step=on_step)
+    with StopSignals(lambda text: None) as stop:
+        info = adapt(resolve_source(args.model), selection, out, run_dir, config, workspace=str(root),
+                     commit=_commit(root), progress=not args.json_progress, should_stop=stop, on_step=on_step)
     if args.json_progress:
-        _emit("done", adapter=str(out), stopped=stopping["now"], **info.describe())
+        _emit("done", adapter=str(out), stopped=stop.requested, **info.describe())
     else:
         print(f"wrote {out}: {info.kind} adapter, {info.steps} steps, {info.tokens:,} tokens, {info.minutes:.1f} min"
-              + (" (stopped; run the same command to continue)" if stopping["now"] else ""), file=sys.stderr)
+              + (" (stopped; run the same command to continue)" if stop.requested else ""), file=sys.stderr)
     return 0
 
 

@@ -155,3 +155,34 @@ def test_a_state_from_another_model_is_refused(tmp_path, capsys):
         main(["continue", "--minutes", "1", "--state", str(tmp_path / "state"), "--out", str(tmp_path / "run2"),
               "--export", str(tmp_path / "model"), "--size", "small"])
     assert "does not match the run's model" in str(exc.value)
+
+
+def test_ctrl_c_ends_a_run_as_a_time_limit_would(tmp_path):
+    """SIGINT mid-run: the step finishes, then the checkpoint, the export and the state are written."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from dg_engine.train.resume import read_state
+
+    cmd = [sys.executable, "-m", "dg_engine.train", "--corpus", "stdlib", "--corpus-limit", "6", "--size", "tiny",
+           "--seq-len", "192", "--batch-size", "2", "--warmup", "2", "--val-every", "1000", "--save-every", "1000",
+           "--threads", "1", "--no-progress", "--out", str(tmp_path / "run"), "--export", str(tmp_path / "model"),
+           "--save-state", str(tmp_path / "state")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = tmp_path / "run" / "log.csv"
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and len(log.read_text().splitlines() if log.exists() else []) < 2:
+            time.sleep(0.2)  # the first logged row (step 10) shows that steps are running
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "SIGINT: stopping after this step" in err and "stopped by a signal" in out
+    step = read_state(tmp_path / "state")["step"]
+    assert step >= 10 and (tmp_path / "run" / f"step_{step:07d}").is_dir()
+    assert (tmp_path / "model" / "config.json").is_file()

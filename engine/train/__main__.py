@@ -26,7 +26,7 @@ from ..prompt import FimFormat
 from ..tokens import special_tokens
 from .corpus import HELD_OUT, SourceFile, split
 from .examples import ExampleConfig, ExampleSource
-from .loop import UNBOUNDED_STEPS, TrainConfig, keep_freed_memory, resolve_dtype, train
+from .loop import UNBOUNDED_STEPS, StopSignals, TrainConfig, keep_freed_memory, resolve_dtype, train
 from .model import SIZES, build_model, count_parameters
 from .resume import STATE_DIR, ResumeError, load_resume, read_state, save_resume
 from .edits import EditSource
@@ -188,10 +188,13 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"error: {exc}") from None
     print(f"{args.size} model: {count_parameters(model):,} parameters, {args.layout} layout, {len(files)} FIM files, "
           f"{len(val_files)} held-out files, device {device}, {dtype}", flush=True)
-    state = train(model, tokenizer, source, val_source, cfg, device, args.export, not args.no_progress, start=start)
+    with StopSignals(lambda text: print(text, file=sys.stderr, flush=True)) as stop:
+        state = train(model, tokenizer, source, val_source, cfg, device, args.export, not args.no_progress,
+                      start=start, should_stop=stop)
     if args.save_state:
         save_resume(Path(args.out), Path(args.save_state), [a for a in argv if a != "--no-progress"])
-    print(f"stopped at step {state['step']} after {state['elapsed_s']:.0f} s", flush=True)
+    how = " (stopped by a signal: `continue` goes on from here)" if stop.requested else ""
+    print(f"stopped at step {state['step']} after {state['elapsed_s']:.0f} s{how}", flush=True)
 
 
 def continue_run(argv: list[str]) -> None:

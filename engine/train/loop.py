@@ -14,6 +14,8 @@ from __future__ import annotations
 import csv
 import math
 import platform
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -132,6 +134,35 @@ def keep_freed_memory() -> None:
         libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD: blocks up to 1 GB come from the heap
     except (OSError, AttributeError):
         pass
+
+
+class StopSignals:
+    """Ctrl-C or SIGTERM asks a run to stop after the step it is in, which then ends as at a time
+    limit (checkpoint, export, resume state), so stopping by hand loses nothing; a second signal
+    stops at once. Used as `should_stop`; outside the main thread it installs nothing."""
+
+    def __init__(self, log=print) -> None:
+        self.log = log
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.log(f"{signal.Signals(signum).name}: stopping after this step (send it again to stop at once)")
+
+    def __call__(self) -> bool:
+        return self.requested
 
 
 def cpu_has_bf16() -> bool:
