@@ -55,3 +55,14 @@ def test_stream_is_tokenized_once_then_read_from_the_cache(tmp_path):
 
 def test_a_kind_without_documents_has_no_stream(tmp_path):
     assert load_stream(tokenizer(), "prose", SEPARATOR, tmp_path, log=lambda _: None) is None
+
+
+def test_the_progress_total_comes_from_the_manifest(tmp_path):
+    from dg_engine.train.streams import _documents_in_manifest
+
+    assert _documents_in_manifest(tmp_path, "python") is None  # no manifest: a bar without a total
+    (tmp_path / "manifest.json").write_text('{"kept_python": 3, "kept_prose": "x"}')
+    assert _documents_in_manifest(tmp_path, "python") == 3
+    assert _documents_in_manifest(tmp_path, "prose") is None
+    (tmp_path / "manifest.json").write_text("{broken")
+    assert _documents_in_manifest(tmp_path, "python") is None

@@ -163,8 +163,9 @@ def main(argv: list[str] | None = None) -> None:
         from .streams import load_stream
 
         sep = fmt.specials.file_separator
-        code = load_stream(tokenizer, "python", sep, cache) if cache else None
-        prose = load_stream(tokenizer, "prose", sep, cache) if cache else None
+        shown = not args.no_progress
+        code = load_stream(tokenizer, "python", sep, cache, progress=shown) if cache else None
+        prose = load_stream(tokenizer, "prose", sep, cache, progress=shown) if cache else None
         mix = MixConfig(seq_len=args.seq_len, fim_share=args.fim_share, prose_share=args.prose_share,
                         edit_share=args.edit_share, fim_per_row=args.fim_per_row, middle_weight=args.middle_weight)
         edits = EditSource.from_examples(fim_source) if args.edit_share > 0 else None

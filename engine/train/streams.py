@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
+from tqdm import tqdm
 
 from .documents import Document, default_cache_dir, iter_documents
 
@@ -83,9 +85,19 @@ def _save_atomic(path: Path, array: np.ndarray) -> None:
         raise
 
 
+def _documents_in_manifest(cache: Path, kind: str) -> int | None:
+    """How many documents of a kind the built corpus holds (a progress bar's total), if it says."""
+    try:
+        count = json.loads((cache / "manifest.json").read_text()).get(f"kept_{kind}")
+    except (OSError, ValueError):
+        return None
+    return count if isinstance(count, int) else None
+
+
 def load_stream(tokenizer, kind: str, separator: int, cache_dir: Path | None = None,
-                log=print) -> np.ndarray | None:
-    """The stream of one kind, tokenized on first use; None if the corpus has no such documents."""
+                log=print, progress: bool = False) -> np.ndarray | None:
+    """The stream of one kind, tokenized on first use (minutes for the full corpus, with a progress
+    bar when asked); None if the corpus has no such documents."""
     cache = default_cache_dir() if cache_dir is None else cache_dir
     path = stream_path(cache, tokenizer, kind)
     if not path.exists():
@@ -100,5 +112,7 @@ def load_stream(tokenizer, kind: str, separator: int, cache_dir: Path | None = N
             yield first
             yield from docs
 
-        _save_atomic(path, tokenize_documents(all_docs(), tokenizer, separator))
+        shown = tqdm(all_docs(), total=_documents_in_manifest(cache, kind), unit=" files", disable=not progress,
+                     desc=f"tokenizing {kind}", dynamic_ncols=True)
+        _save_atomic(path, tokenize_documents(shown, tokenizer, separator))
     return np.load(path, mmap_mode="r", allow_pickle=False)
