@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from transformers import DynamicCache
 
-from .objective import LossParts, ObjectiveConfig, decoder_logits, softcapped_logits
+from .objective import LossParts, ObjectiveConfig, decoder_logits, softcapped_logits, token_cross_entropy
 
 
 @dataclass
@@ -187,7 +186,7 @@ def self_conditioning(model, cache, noisy, batch: BlockBatch, positions, use: to
 def next_token_loss(model, hidden: torch.Tensor, batch: BlockBatch) -> torch.Tensor:
     """Mean next-token cross-entropy on every target token."""
     logits = softcapped_logits(model, hidden[:, :-1])  # [B, T-1, V]
-    ce = F.cross_entropy(logits.transpose(1, 2), batch.ids[:, 1:], reduction="none")  # [B, T-1]
+    ce = token_cross_entropy(logits, batch.ids[:, 1:])  # [B, T-1]
     target = batch.ntp[:, 1:]
     return (ce * target).sum() / target.sum().clamp(min=1)
 
@@ -208,7 +207,7 @@ def block_diffusion_loss(model, batch: BlockBatch, generator: torch.Generator,
     sc_logits = self_conditioning(model, cache, noisy, batch, positions, sc_use, chunks)
     logits = decode_all(model, cache, noisy, batch, positions, chunks, sc_logits=sc_logits,
                         sc_mask=sc_use if sc_logits is not None else None)  # [B, T, V]
-    ce = F.cross_entropy(logits.transpose(1, 2), batch.ids, reduction="none")  # [B, T]
+    ce = token_cross_entropy(logits, batch.ids)  # [B, T]
     main = (ce * batch.weights).sum() / batch.weights.sum().clamp(min=1e-6)
     aux = next_token_loss(model, hidden, batch)
     return LossParts(main + cfg.aux_weight * aux, main, aux)

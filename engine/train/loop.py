@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import platform
 import signal
 import threading
@@ -28,6 +29,7 @@ from .checkpoint import apply_state, export_model, latest_checkpoint, load_check
 from .examples import ExampleSource
 from .blocks import block_ar_loss, block_diffusion_loss
 from .objective import LossParts, ObjectiveConfig, ar_batch, ar_loss, collate, diffusion_loss
+from .parallel import Ranks
 from .sequences import canvas_batch
 
 # The step count of a run bounded by its minutes only: no step limit, and no bar total to count down.
@@ -95,13 +97,14 @@ def lr_at(step: int, cfg: TrainConfig, first_step: int = 0, time_share: float = 
 
 
 def step_loss(model, source, cfg: TrainConfig, step: int, seed: int, device,
-              draws: int = 1) -> tuple[LossParts, int, int]:
-    """The loss of the batch of one step, the tokens it processed and those with a diffusion loss."""
+              draws: int = 1, ranks: Ranks = Ranks()) -> tuple[LossParts, int, int]:
+    """The loss of the batch of one step (this rank's rows of it), the tokens it processed and
+    those with a diffusion loss."""
     if cfg.layout == "blocks":
-        batch = source.batch(seed, step, cfg.batch_size).to(device)
+        batch = source.batch(seed, step, cfg.batch_size, ranks.share(cfg.batch_size)).to(device)
         if cfg.objective == "ar":
             return block_ar_loss(model, batch), batch.num_tokens, 0
-        generator = torch.Generator().manual_seed(seed * 7_919 + step)
+        generator = torch.Generator().manual_seed(ranks.noise_seed(seed * 7_919 + step))
         return block_diffusion_loss(model, batch, generator), batch.num_tokens, batch.loss_tokens
     fmt: FimFormat = source.fmt
     examples = source.batch_examples(seed, step, cfg.batch_size)
@@ -232,13 +235,15 @@ def _time_left(cfg: TrainConfig, state: dict, piece_s: float) -> float | None:
 
 def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg: TrainConfig,
           device: str = "cpu", export_dir: str | None = None, progress: bool = True,
-          start: tuple[dict, dict] | None = None, should_stop=None, on_step=None) -> dict:
+          start: tuple[dict, dict] | None = None, should_stop=None, on_step=None, ranks: Ranks = Ranks()) -> dict:
     """Run (or resume) training until `steps` or a time limit; returns the final JSON state.
 
     `start` is (weights, flat optimizer state, JSON state) to begin from when the run directory has no checkpoint:
     the committed state of a run continued on a fresh machine (see `resume.py`). `should_stop()` is
     asked after every step; when it says so, a checkpoint is saved and the run ends as if out of
-    time. `on_step(state, loss)` is told about every step (a progress report)."""
+    time. `on_step(state, loss)` is told about every step (a progress report). With several
+    `ranks` (`parallel.py`) every rank runs this loop on its share of each batch; only rank 0
+    writes the log, checkpoints and export, and validates."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.to(device).train()
@@ -252,54 +257,61 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
     state["config"] = asdict(cfg)
     log_path = out / "log.csv"
     new_log = not log_path.exists()
-    log_file = open(log_path, "a", newline="")
+    log_file = open(log_path if ranks.main else os.devnull, "a", newline="")
     writer = csv.writer(log_file)
-    if new_log:
+    if new_log and ranks.main:
         writer.writerow(CSV_FIELDS)
+    progress = progress and ranks.main
+    if not ranks.main:
+        val_source, export_dir = None, None
     start_wall, start_elapsed, first_step = time.time(), state["elapsed_s"], state["step"]
     # A run bounded by minutes shows its time left in the postfix; a step total would promise an ETA of years.
     bar = tqdm(total=None if cfg.steps >= UNBOUNDED_STEPS else cfg.steps, initial=state["step"], disable=not progress,
                dynamic_ncols=True)
     tokens_window, loss_window, window_start = 0, 0, time.time()
+    # Seconds into this piece by rank 0's clock, which sets every rank's learning rate alike.
+    piece_s = 0.0
     try:
         while state["step"] < cfg.steps:
             step = state["step"]
-            piece_s = time.time() - start_wall
             share = piece_s / (cfg.piece_minutes * 60) if cfg.piece_minutes else 0.0
             lr = lr_at(step, cfg, first_step, share)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast(cfg, device):
-                parts, n_tokens, n_loss = step_loss(model, train_source, cfg, step, cfg.seed, device, cfg.canvas_draws)
+                parts, n_tokens, n_loss = step_loss(model, train_source, cfg, step, cfg.seed, device, cfg.canvas_draws,
+                                                    ranks)
             optimizer.zero_grad(set_to_none=True)
             parts.total.backward()
+            ranks.average_gradients(model)
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             state["step"] = step + 1
             state["elapsed_s"] = start_elapsed + time.time() - start_wall
+            left = _time_left(cfg, state, time.time() - start_wall)
+            stop = (left is not None and left <= 0) or bool(should_stop and should_stop())
+            out_of_time, n_tokens, n_loss, piece_s = ranks.agree(stop, n_tokens, n_loss, time.time() - start_wall)
             tokens_window += n_tokens
             loss_window += n_loss
             state["tokens"] = state.get("tokens", 0) + n_tokens
             window_s = max(1e-9, time.time() - window_start)
-            left = _time_left(cfg, state, time.time() - start_wall)
             bar.update(1)
             bar.set_postfix(loss=f"{parts.total.item():.3f}", tok_s=f"{tokens_window / window_s:.0f}",
                             lr=f"{lr:.2e}", left="-" if left is None else f"{max(0.0, left) / 60:.0f}m")
             if on_step is not None:
                 on_step(state, parts.total.item())
             done = state["step"] >= cfg.steps
-            out_of_time = (left is not None and left <= 0) or bool(should_stop and should_stop())
             val_loss = ""
             if val_source is not None and (state["step"] % cfg.val_every == 0 or done or out_of_time):
                 val_loss = f"{validate(model, val_source, cfg, device):.4f}"
-            if state["step"] % cfg.log_every == 0 or val_loss:
+            if ranks.main and (state["step"] % cfg.log_every == 0 or val_loss):
                 writer.writerow([state["step"], f"{state['elapsed_s']:.1f}", f"{parts.total.item():.4f}",
                                  f"{parts.main.item():.4f}", f"{parts.aux.item():.4f}",
                                  f"{tokens_window / window_s:.0f}", f"{loss_window / window_s:.0f}",
                                  f"{lr:.6g}", val_loss, "bf16" if cfg.bf16 or cfg.dtype == "bf16" else "fp32"])
                 log_file.flush()
                 tokens_window, loss_window, window_start = 0, 0, time.time()
-            if state["step"] % cfg.save_every == 0 or done or out_of_time:
+            if ranks.main and (state["step"] % cfg.save_every == 0 or done or out_of_time):
                 save_checkpoint(out, model, optimizer, state)
             if out_of_time:
                 break

@@ -95,6 +95,17 @@ def softcapped_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     return torch.tanh(logits / cap) * cap
 
 
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of every position: logits [B, T, V], targets [B, T] -> [B, T].
+
+    The logits are flattened rather than transposed to [B, V, T]: a softmax over the strided
+    class dimension of the transposed view, and its conversion to fp32, took twice as long as
+    over contiguous rows (measured on the CPU: 1.0-1.4 s against 0.5 s for a [4, 1024, 4096]
+    batch with its backward), about a fifth of a training step."""
+    b, t, v = logits.shape
+    return F.cross_entropy(logits.reshape(b * t, v), targets.reshape(b * t), reduction="none").view(b, t)
+
+
 def encode_prompt(model, batch: Batch) -> tuple[torch.Tensor, DynamicCache]:
     """Run the causal encoder over the prompts; returns its last hidden state and the KV cache."""
     cache = DynamicCache(config=model.config.get_text_config())
@@ -113,7 +124,7 @@ def prompt_next_token_loss(model, hidden: torch.Tensor, batch: Batch) -> torch.T
     logits = softcapped_logits(model, hidden[:, :-1])  # [B, L-1, V]
     targets = batch.input_ids[:, 1:]  # [B, L-1]
     valid = batch.attention_mask[:, 1:].bool()
-    ce = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # [B, L-1]
+    ce = token_cross_entropy(logits, targets)  # [B, L-1]
     return (ce * valid).sum() / valid.sum().clamp(min=1)
 
 
@@ -200,7 +211,7 @@ def diffusion_loss(model, batch: Batch, end_id: int, generator: torch.Generator,
             sc_logits = decode_canvas(model, cache, batch, noisy).detach()
     logits = decode_canvas(model, cache, batch, noisy, sc_logits, sc_mask if sc_logits is not None else None)
     weights = canvas_weights(batch.canvas, end_id, cfg.pad_weight)  # [B, C]
-    ce = F.cross_entropy(logits.transpose(1, 2), batch.canvas, reduction="none")  # [B, C]
+    ce = token_cross_entropy(logits, batch.canvas)  # [B, C]
     main = (ce * weights).sum() / weights.sum()
     aux = prompt_next_token_loss(model, hidden, prompt_batch)
     return LossParts(main + cfg.aux_weight * aux, main, aux)
@@ -230,7 +241,7 @@ def ar_loss(model, batch: Batch, middle_mask: torch.Tensor, cfg: ObjectiveConfig
     hidden, _ = encode_prompt(model, batch)
     logits = softcapped_logits(model, hidden[:, :-1])  # [B, T-1, V]
     targets = batch.input_ids[:, 1:]
-    ce = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # [B, T-1]
+    ce = token_cross_entropy(logits, targets)  # [B, T-1]
     on_middle = middle_mask[:, 1:]
     in_prompt = batch.attention_mask[:, 1:].bool() & ~on_middle
     main = (ce * on_middle).sum() / on_middle.sum().clamp(min=1)

@@ -187,11 +187,12 @@ class BlockSource:
                    row.block_start + [len(row.ids)] + [start + b for b in more.block_start],
                    row.weights + [1.0] + more.weights, stale)
 
-    def batch(self, seed: int, step: int, batch_size: int) -> BlockBatch:
-        """The rows of one step: a pure function of (seed, step)."""
-        rng = random.Random(seed * 1_000_003 + step)
-        size = rng.choices(self.config.block_sizes, weights=self.config.block_weights)[0]
-        rows = [self.row(rng, size) for _ in range(batch_size)]
+    def batch(self, seed: int, step: int, batch_size: int, share: slice = slice(None)) -> BlockBatch:
+        """The rows of one step (`share`: a data-parallel rank's rows of it): a pure function of
+        (seed, step). Each row has its own generator, so a rank builds only its own rows."""
+        key = seed * 1_000_003 + step
+        size = random.Random(key).choices(self.config.block_sizes, weights=self.config.block_weights)[0]
+        rows = [self.row(random.Random(key * 4_096 + i), size) for i in range(batch_size)[share]]
         return collate_rows(rows, self.fmt.specials.pad)
 
 
