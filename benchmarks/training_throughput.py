@@ -5,7 +5,9 @@ backward, AdamW) of
 
 * the one-canvas trainer (`--layout canvas`) as the shipped model was trained: four noisy canvas
   draws per prompt, a batch of 8 FIM holes (and with one draw, the trainer's default);
-* the block-parallel trainer (`--layout blocks`): rows of `--seq-len` tokens, every block noised;
+* the block-parallel trainer (`--layout blocks`): rows of `--seq-len` tokens, every block noised,
+  in one process of `--threads` threads and, as the long run trains, in `--procs` processes that
+  share each batch (`dg_engine.train.parallel`): the headline `new_*` figures are the latter's;
 
 and a square matmul in fp32 and bf16, the machine's practical peak. Model FLOPs are counted by
 `torch.utils.flop_counter.FlopCounterMode` over one real step (both passes, the self-conditioning
@@ -34,6 +36,7 @@ from dg_engine.train.corpus import split
 from dg_engine.train.examples import ExampleConfig, ExampleSource
 from dg_engine.train.loop import TrainConfig, autocast, keep_freed_memory, make_optimizer, resolve_dtype, step_loss
 from dg_engine.train.model import build_model, count_parameters
+from dg_engine.train.parallel import Ranks, launch, threads_per_rank
 from dg_engine.train.sequences import BlockSource, MixConfig
 from dg_engine.train.tokenizer import load_tokenizer
 
@@ -64,23 +67,35 @@ def sources(limit: int | None, seq_len: int):
     return tokenizer, fim, BlockSource(fim, stream, None, MixConfig(seq_len=seq_len, prose_share=0.0))
 
 
-def time_trainer(model, source, cfg: TrainConfig, steps: int, warmup: int) -> dict:
-    """Seconds per optimizer step and tokens per second over `steps` timed steps."""
+def time_trainer(model, source, cfg: TrainConfig, steps: int, warmup: int, ranks: Ranks = Ranks()) -> dict:
+    """Seconds per optimizer step and tokens per second (of all ranks) over `steps` timed steps."""
     optimizer = make_optimizer(model, cfg)
     model.train()
     spent, tokens, loss_tokens = 0.0, 0, 0
     for step in range(warmup + steps):
         start = time.perf_counter()
         with autocast(cfg, "cpu"):
-            parts, n, n_loss = step_loss(model, source, cfg, step, 0, "cpu", cfg.canvas_draws)
+            parts, n, n_loss = step_loss(model, source, cfg, step, 0, "cpu", cfg.canvas_draws, ranks)
         optimizer.zero_grad(set_to_none=True)
         parts.total.backward()
+        ranks.average_gradients(model)
         optimizer.step()
+        _, n, n_loss, _ = ranks.agree(False, n, n_loss, 0.0)
         if step >= warmup:
             spent += time.perf_counter() - start
             tokens, loss_tokens = tokens + n, loss_tokens + n_loss
     return {"s_per_step": spent / steps, "tokens_per_s": tokens / spent, "loss_tokens_per_s": loss_tokens / spent,
             "loss_token_share": loss_tokens / tokens}
+
+
+def time_ranks(args, ranks: Ranks) -> dict:
+    """One rank of the block-parallel trainer on `ranks.world` processes of `args.threads // world`
+    threads each (`--procs`, as `python -m dg_engine.train --procs N` runs it)."""
+    torch.set_num_threads(threads_per_rank(ranks.world, max(1, args.threads // ranks.world)))
+    keep_freed_memory()
+    tokenizer, _, blocks = sources(40 if args.quick else None, args.seq_len)
+    cfg = TrainConfig(out="", batch_size=args.batch_size, size=args.size, dtype=args.resolved_dtype, layout="blocks")
+    return time_trainer(build_model(args.size, len(tokenizer), seed=0), blocks, cfg, args.steps, args.warmup, ranks)
 
 
 def step_flops(model, source, cfg: TrainConfig, step: int) -> tuple[float, int]:
@@ -104,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--old-batch-size", type=int, default=8)
     p.add_argument("--old-draws", type=int, default=4)
     p.add_argument("--dtype", default="auto", choices=("auto", "bf16", "fp32"))
+    p.add_argument("--procs", type=int, default=2, help="processes of the data-parallel block trainer (1: skip it)")
     p.add_argument("--quick", action="store_true", help="tiny model, two steps each, a throwaway output")
     p.add_argument("--out", default=str(RESULTS))
     args = p.parse_args(argv)
@@ -128,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = timing
         print(f"{name}: {timing['s_per_step']:.2f} s/step, {timing['tokens_per_s']:.0f} tokens/s, "
               f"{timing['loss_tokens_per_s']:.0f} loss tokens/s, {timing['model_tflops']:.3f} TFLOPS", flush=True)
+    if args.procs > 1:
+        args.resolved_dtype = dtype
+        timing = launch(time_ranks, args, args.procs)
+        timing["flops_per_token"] = results["new"]["flops_per_token"]
+        timing["model_tflops"] = timing["flops_per_token"] * timing["tokens_per_s"] / 1e12
+        results["new_one_process"], results["new"] = results["new"], timing
+        print(f"new on {args.procs} processes: {timing['s_per_step']:.2f} s/step, {timing['tokens_per_s']:.0f} tokens/s, "
+              f"{timing['model_tflops']:.3f} TFLOPS", flush=True)
     n = 256 if args.quick else 2048
     peaks = {"fp32": matmul_tflops(torch.float32, n, 5), "bf16": matmul_tflops(torch.bfloat16, n, 5)}
     old, new = results["old"], results["new"]
@@ -138,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         "dtype": dtype,
         "cpu": platform.processor() or platform.machine(),
         "old_config": {"layout": "canvas", "batch_size": args.old_batch_size, "canvas_draws": args.old_draws},
-        "new_config": {"layout": "blocks", "batch_size": args.batch_size, "seq_len": args.seq_len},
+        "new_config": {"layout": "blocks", "batch_size": args.batch_size, "seq_len": args.seq_len,
+                       "processes": args.procs, "threads_per_process": max(1, args.threads // args.procs)},
+        "new_one_process_tokens_per_s": results.get("new_one_process", results["new"])["tokens_per_s"],
         "old_loss_tokens_per_s": old["loss_tokens_per_s"],
         "new_loss_tokens_per_s": new["loss_tokens_per_s"],
         "old_tokens_per_s": old["tokens_per_s"],

@@ -240,3 +240,16 @@ def test_layouts_quick():
     for sets in data["layouts"].values():
         assert {"single_line", "multi_line", "random_span"} <= set(sets)
         assert all(0 <= v["exact_match"] <= 1 and v["ms_per_fill"] > 0 for v in sets.values())
+
+
+def test_training_throughput_quick():
+    """Both trainers and the data-parallel run are timed, and the record holds what the issue asks."""
+    from benchmarks import training_throughput
+
+    training_throughput.main(["--quick", "--procs", "2"])
+    data = json.loads((training_throughput.RESULTS.with_name("training_throughput.quick.json")).read_text())
+    assert {"old_loss_tokens_per_s", "new_loss_tokens_per_s", "loss_token_share", "model_tflops", "peak_tflops",
+            "dtype"} <= data.keys()
+    assert data["loss_token_share"] == 1.0 and data["new_config"]["processes"] == 2
+    assert data["new_one_process_tokens_per_s"] > 0 and data["details"]["new"]["flops_per_token"] > 0
+    assert data["dtype"] in ("bf16", "fp32")
