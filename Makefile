@@ -61,12 +61,14 @@ bench-quick: $(STAMP)
 # (a download of about 490 MB), trains that many minutes from the committed state, then exports
 # to runs/export (score it with dg_engine.train.score before it replaces engine/embedded).
 MINUTES ?= 140
+# Training processes sharing each batch (dg_engine.train.parallel); about 5 GB of memory each.
+PROCS ?= 2
 corpus: $(STAMP)
 	$(BIN)/python -m dg_engine.train.corpus build
 
 train: $(STAMP)
 	@test -f $${DG_LSP_CORPUS:-$$HOME/.cache/dg-lsp/corpus}/manifest.json || $(MAKE) corpus
-	$(BIN)/python -m dg_engine.train continue --minutes $(MINUTES)
+	$(BIN)/python -m dg_engine.train continue --minutes $(MINUTES) --procs $(PROCS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
