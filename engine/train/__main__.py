@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="threads per training process")
     p.add_argument("--procs", type=int, default=1,
                    help="training processes on this machine, each with its share of every batch "
-                        "(CPU, block layout; two of one thread each do about a quarter more than one of two)")
+                        "(CPU, block layout; one thread each unless --threads; about 5-7 GB of memory each)")
     p.add_argument("--objective", choices=("diffusion", "ar"), default="diffusion")
     p.add_argument("--layout", choices=("blocks", "canvas"), default="blocks",
                    help="blocks: every token of a row carries a loss; canvas: one canvas per prompt")

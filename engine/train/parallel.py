@@ -1,12 +1,15 @@
 """Data parallelism on one machine: one training process per core group, gradients averaged.
 
-A model of a few million parameters has matmuls too small for two threads to share well: on the
-2-core development machine one thread at half the batch reaches 711 tokens/s and two threads at
-the whole batch 1,138, so two processes of one thread each do about a quarter more work than one
-process of two. Each process (a rank) takes its share of every step's rows, computes its
-gradients, and the ranks average them over gloo on the loopback interface before every rank takes
-the same optimizer step, so their weights stay identical and the run is the one-process run's
-with the same batch.
+A model of a few million parameters has matmuls too small for many threads to share well, and a
+step has serial stretches (building the rows, Python between kernels) where one process of two
+threads leaves a core waiting. Processes of one thread each keep their own core busy instead: on
+the 2-core development machine, two of them trained 1,137 tokens/s against 1,086 for one process
+of two threads (`benchmarks/training_throughput.py`, same run), which is little; more cores should
+gain more. Each process (a rank) builds and trains its share of every step's rows, and the ranks
+average their gradients over gloo on the loopback interface before every rank takes the same
+optimizer step, so their weights stay identical and the run is the one-process run's with the
+same batch. Each rank holds its own copy of the corpus: about 5-7 GB of memory at the corpus's
+full size.
 
 Rank 0 is the process the user started: it alone writes the log, the checkpoints, the export and
 the resume state, runs validation and listens for Ctrl-C or SIGTERM. Every step ends with one small
