@@ -304,6 +304,7 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
             val_loss = ""
             if val_source is not None and (state["step"] % cfg.val_every == 0 or done or out_of_time):
                 val_loss = f"{validate(model, val_source, cfg, device):.4f}"
+            # With several ranks the losses logged are rank 0's rows', the token rates all ranks'.
             if ranks.main and (state["step"] % cfg.log_every == 0 or val_loss):
                 writer.writerow([state["step"], f"{state['elapsed_s']:.1f}", f"{parts.total.item():.4f}",
                                  f"{parts.main.item():.4f}", f"{parts.aux.item():.4f}",
