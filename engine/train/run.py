@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..loader import EMBEDDED_DIR
 from ..prompt import FimFormat
 from ..tokens import special_tokens
 from .corpus import SourceFile, split
@@ -27,7 +28,6 @@ from .resume import ResumeError, load_resume, save_resume
 from .sequences import BlockSource, MixConfig
 from .tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 
-EMBEDDED_DIR = Path(__file__).resolve().parents[1] / "embedded"
 # Room for the largest middle (two blocks of 64) after a prompt of at least 48 tokens.
 MIDDLE_ROOM = 2 * 64
 MIN_SEQ_LEN = MIDDLE_ROOM + ExampleConfig.min_prompt_tokens
