@@ -22,7 +22,10 @@ def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("ws")
     srv = RawServer(reliability_env(faults=True))
     srv.root = root
-    srv.initialize({"model": str(root / "no-such-model"), "maxSteps": 2, "canvasLength": 8}, root=root)
+    # Next-edit runs after each edit in the background; it would race the injected fault for the
+    # next model call, which these tests aim at the fill they ask for.
+    srv.initialize({"model": str(root / "no-such-model"), "maxSteps": 2, "canvasLength": 8,
+                    "nextEdit": {"enabled": False}}, root=root)
     yield srv
     assert srv.alive(), srv.stderr()
     srv.close()
@@ -75,6 +78,7 @@ def test_the_server_recovers_when_the_settings_name_a_good_model(server):
     configure(server, {"model": TINY})
     status = wait_status(server, lambda s: s["state"] == "ready")
     assert status["model"] == TINY
+    assert status["nextEdit"]["enabled"] is False  # nothing in the background takes the injected faults
 
 
 def oom_then_next(server, uri: str, version: int) -> int:
