@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = time_trainer(model, source, cfg, args.steps, args.warmup)
         flops, n = step_flops(model, source, cfg, 10_000)
         timing["flops_per_token"] = flops / n
+        timing["flops_per_loss_token"] = timing["flops_per_token"] / timing["loss_token_share"]
         timing["model_tflops"] = timing["flops_per_token"] * timing["tokens_per_s"] / 1e12
         results[name] = timing
         print(f"{name}: {timing['s_per_step']:.2f} s/step, {timing['tokens_per_s']:.0f} tokens/s, "
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         args.resolved_dtype = dtype
         timing = launch(time_ranks, args, args.procs)
         timing["flops_per_token"] = results["new"]["flops_per_token"]
+        timing["flops_per_loss_token"] = timing["flops_per_token"] / timing["loss_token_share"]
         timing["model_tflops"] = timing["flops_per_token"] * timing["tokens_per_s"] / 1e12
         results["new_one_process"], results["new"] = results["new"], timing
         print(f"new on {args.procs} processes: {timing['s_per_step']:.2f} s/step, {timing['tokens_per_s']:.0f} tokens/s, "
@@ -155,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     n = 256 if args.quick else 2048
     peaks = {"fp32": matmul_tflops(torch.float32, n, 5), "bf16": matmul_tflops(torch.bfloat16, n, 5)}
     old, new = results["old"], results["new"]
+    parameters = count_parameters(build_model(args.size, len(tokenizer), seed=0))
     record = {
         "size": args.size,
-        "parameters": count_parameters(build_model(args.size, len(tokenizer), seed=0)),
+        "parameters": parameters,
         "threads": args.threads,
         "dtype": dtype,
         "cpu": platform.processor() or platform.machine(),
@@ -171,6 +174,14 @@ def main(argv: list[str] | None = None) -> int:
         "new_tokens_per_s": new["tokens_per_s"],
         "loss_tokens_ratio": new["loss_tokens_per_s"] / old["loss_tokens_per_s"],
         "loss_tokens_ratio_one_draw": new["loss_tokens_per_s"] / results["old_one_draw"]["loss_tokens_per_s"],
+        # The ratio each trainer's FLOPs per diffusion-loss token allow at the same share of the
+        # peak: how much of the ratio comes from the layout rather than from running faster.
+        "loss_tokens_ratio_at_equal_efficiency": old["flops_per_loss_token"] / new["flops_per_loss_token"],
+        "loss_tokens_ratio_one_draw_at_equal_efficiency":
+            results["old_one_draw"]["flops_per_loss_token"] / new["flops_per_loss_token"],
+        # The least a diffusion-loss token can cost: one forward and backward of the model on it
+        # (6 FLOPs per parameter), with no clean pass, no prompt and no self-conditioning.
+        "min_flops_per_loss_token": 6.0 * parameters,
         "old_loss_token_share": old["loss_token_share"],
         "loss_token_share": new["loss_token_share"],
         "old_model_tflops": old["model_tflops"],

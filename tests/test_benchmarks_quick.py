@@ -253,3 +253,8 @@ def test_training_throughput_quick():
     assert data["loss_token_share"] == 1.0 and data["new_config"]["processes"] == 2
     assert data["new_one_process_tokens_per_s"] > 0 and data["details"]["new"]["flops_per_token"] > 0
     assert data["dtype"] in ("bf16", "fp32")
+    old, new = data["details"]["old"], data["details"]["new"]
+    assert old["flops_per_loss_token"] > old["flops_per_token"]  # the prompt carries no diffusion loss
+    assert new["flops_per_loss_token"] == new["flops_per_token"]  # every token of a row does
+    assert data["loss_tokens_ratio_at_equal_efficiency"] == old["flops_per_loss_token"] / new["flops_per_loss_token"]
+    assert data["min_flops_per_loss_token"] < new["flops_per_loss_token"]
