@@ -258,17 +258,44 @@ def render(r: dict[str, dict], quick: bool) -> str:
     return "\n".join(lines)
 
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+START, END = "<!-- summary:start -->", "<!-- summary:end -->"
+
+
+def into_readme(readme: Path, summary: str) -> bool:
+    """Put the summary between the README's markers, so its table is the one the results give.
+    Returns whether it changed anything; a README without both markers is left alone."""
+    text = readme.read_text() if readme.is_file() else ""
+    head, start, rest = text.partition(START)
+    _, end, tail = rest.partition(END)
+    if not (start and end):
+        return False
+    body = summary.split("\n", 2)[2] if summary.startswith("# ") else summary  # without SUMMARY.md's title
+    updated = f"{head}{START}\n{body.strip()}\n{END}{tail}"
+    if updated == text:
+        return False
+    readme.write_text(updated)
+    return True
+
+
 def main(argv: list[str] | None = None) -> Path:
     p = argparse.ArgumentParser(prog="python -m benchmarks.summary", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="summarise the *.quick.json files (into a temp dir by default)")
     p.add_argument("--results", default=str(RESULTS))
     p.add_argument("--out", default=None, help="directory for SUMMARY.md and the plots")
+    p.add_argument("--readme", default=None,
+                   help="also rewrite the table between this README's summary markers (default: the project's, "
+                        "when summarising the published results)")
     args = p.parse_args(argv)
     results = load(Path(args.results), args.quick)
     out = Path(args.out) if args.out else (Path(tempfile.mkdtemp(prefix="dg-bench-summary-")) if args.quick else Path(args.results))
     out.mkdir(parents=True, exist_ok=True)
     path = out / "SUMMARY.md"
-    path.write_text(render(results, args.quick))
+    summary = render(results, args.quick)
+    path.write_text(summary)
+    readme = Path(args.readme) if args.readme else (README if not args.quick and args.out is None else None)
+    if readme is not None and into_readme(readme, summary):
+        print(f"updated the summary in {readme}")
     from . import plots
 
     plots.write_all(results, out)

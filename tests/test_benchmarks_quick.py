@@ -213,6 +213,14 @@ def test_run_and_summary(tmp_path):
     text = path.read_text()
     assert "| kv_reuse |" in text and "target" in text
     assert (tmp_path / "kv_reuse.png").stat().st_size > 1000
+    # --quick never touches the project's README; --readme puts the table between the markers.
+    readme = tmp_path / "README.md"
+    readme.write_text("# p\n\nbefore\n<!-- summary:start -->\nold table\n<!-- summary:end -->\nafter\n")
+    summary.main(["--quick", "--out", str(tmp_path), "--readme", str(readme)])
+    updated = readme.read_text()
+    assert "old table" not in updated and "| kv_reuse |" in updated and "# Benchmark summary" not in updated
+    assert updated.startswith("# p\n\nbefore\n<!-- summary:start -->\n") and updated.endswith("<!-- summary:end -->\nafter\n")
+    assert summary.into_readme(readme, path.read_text()) is False  # already current
 
 
 def test_every_size_make_bench_uses_is_an_option_of_its_benchmark():
