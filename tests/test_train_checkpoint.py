@@ -141,10 +141,16 @@ def test_a_run_continues_from_the_committed_state_alone(tmp_path):
     # A fresh clone has no run folder: only the export and the state travel.
     shutil.rmtree(tmp_path / "run")
     main(["continue", "--minutes", "5", "--state", str(tmp_path / "state"), "--out", str(tmp_path / "run"),
-          "--export", str(tmp_path / "model"), "--steps", "5", "--threads", "1"])
-    assert read_state(tmp_path / "state")["step"] == 5
+          "--export", str(tmp_path / "model"), "--steps", "5", "--threads", "1", "--decay-share", "0.5"])
+    state = read_state(tmp_path / "state")
+    assert state["step"] == 5 and state["config"]["decay_share"] == 0.5
     rows = (tmp_path / "run" / "log.csv").read_text().splitlines()[1:]
     assert int(rows[0].split(",")[0]) == 4  # it went on from step 3, not from scratch
+    # --decay-share, like --procs, is the one piece's: the next piece anneals as the run does.
+    main(["continue", "--minutes", "5", "--state", str(tmp_path / "state"), "--out", str(tmp_path / "run"),
+          "--export", str(tmp_path / "model"), "--steps", "6", "--threads", "1"])
+    state = read_state(tmp_path / "state")
+    assert state["step"] == 6 and state["config"]["decay_share"] == 0.2
 
 
 def test_a_state_from_another_model_is_refused(tmp_path, capsys):

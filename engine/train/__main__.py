@@ -74,6 +74,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="cosine over --steps, or piece: warm up, hold, anneal before --minutes end "
                         "(the default with --minutes)")
     p.add_argument("--minutes", type=float, default=None, help="minutes of training in this invocation")
+    p.add_argument("--decay-share", type=float, default=0.2,
+                   help="the piece schedule's anneal: this share of --minutes at its end (a short piece wants more)")
     p.add_argument("--export", default=None, help="write a model directory here when training ends")
     p.add_argument("--save-state", default=None, help="write the small resume state here when training ends")
     p.add_argument("--resume-state", default=None,
@@ -84,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--corpus-limit", type=int, default=None, help="use only the first N files (smoke tests)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    if not 0.0 < args.decay_share <= 1.0:
+        p.error("--decay-share must be above 0 and at most 1")
     if args.canvas_draws < 1:
         p.error("--canvas-draws must be at least 1")
     if not 0.0 <= args.rename_prob <= 1.0:
@@ -134,12 +138,13 @@ def continue_run(argv: list[str]) -> None:
     p.add_argument("--threads", type=int, default=None, help="threads per training process")
     p.add_argument("--device", default=None)
     p.add_argument("--procs", type=int, default=None, help="training processes (CPU), for this piece only")
+    p.add_argument("--decay-share", type=float, default=None, help="share of the piece that anneals, for this piece only")
     args, extra = p.parse_known_args(argv)
     state = read_state(Path(args.state))
     if state is None or "argv" not in state:
         raise SystemExit(f"error: no committed training state in {args.state}; start a run with --save-state")
     keep = _drop_options(state["argv"], {"--minutes", "--out", "--export", "--save-state", "--resume-state",
-                                         "--threads", "--device", "--procs"})
+                                         "--threads", "--device", "--procs", "--decay-share"})
     more = ["--minutes", str(args.minutes), "--out", args.out, "--export", args.export,
             "--save-state", args.state, "--resume-state", args.state]
     if args.threads:
@@ -148,6 +153,8 @@ def continue_run(argv: list[str]) -> None:
         more += ["--device", args.device]
     if args.procs:
         more += ["--procs", str(args.procs)]
+    if args.decay_share:
+        more += ["--decay-share", str(args.decay_share)]
     print(f"continuing from step {state['step']} ({state['elapsed_s'] / 3600:.1f} h trained)", flush=True)
     main(keep + more + extra)
 
