@@ -21,7 +21,7 @@ from ..tokens import special_tokens
 from .corpus import SourceFile, split
 from .edits import EditSource
 from .examples import ExampleConfig, ExampleSource
-from .loop import StopSignals, TrainConfig, keep_freed_memory, resolve_dtype, train
+from .loop import MemoryGuard, StopSignals, TrainConfig, any_of, keep_freed_memory, resolve_dtype, train
 from .model import build_model, count_parameters
 from .parallel import Ranks, threads_per_rank
 from .resume import ResumeError, load_resume, save_resume
@@ -133,16 +133,22 @@ def run_piece(args, ranks: Ranks = Ranks()) -> dict:
         print(f"{args.size} model: {count_parameters(model):,} parameters, {args.layout} layout, {len(files)} FIM files, "
               f"{held_out} held-out files, device {device}, {dtype}, {ranks.world} process(es) of "
               f"{torch.get_num_threads()} thread(s)", flush=True)
-    stop = StopSignals(lambda text: print(text, file=sys.stderr, flush=True)) if ranks.main else None
-    # The other ranks ignore signals (`parallel.py`) and leave stopping to rank 0.
+    def say(text: str) -> None:
+        print(f"{text} [rank {ranks.rank}]" if ranks.world > 1 else text, file=sys.stderr, flush=True)
+
+    stop = StopSignals(say) if ranks.main else None
+    memory = MemoryGuard(say)
+    # The other ranks ignore signals (`parallel.py`) and leave stopping to rank 0; every rank
+    # watches the memory, and any rank's stop ends the piece on all of them.
     with stop or contextlib.nullcontext():
         state = train(model, tokenizer, source, val_source, cfg, device, args.export, not args.no_progress,
-                      start=start, should_stop=stop, ranks=ranks)
+                      start=start, should_stop=any_of(stop, memory), ranks=ranks)
     if not ranks.main:
         return state
     if args.save_state:
         save_resume(Path(args.out), Path(args.save_state), [a for a in args.argv if a != "--no-progress"])
-    how = " (stopped by a signal: `continue` goes on from here)" if stop.requested else ""
+    how = (" (stopped by a signal: `continue` goes on from here)" if stop.requested else
+           " (stopped short of memory: `continue` goes on from here)" if memory.requested else "")
     print(f"stopped at step {state['step']} after {state['elapsed_s']:.0f} s{how}", flush=True)
     return state
 
