@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from .corpus import HELD_OUT
-from .loop import UNBOUNDED_STEPS
+from .loop import UNBOUNDED_STEPS, TrainConfig
 from .model import SIZES
 from .parallel import launch
 from .resume import STATE_DIR, read_state
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="cosine over --steps, or piece: warm up, hold, anneal before --minutes end "
                         "(the default with --minutes)")
     p.add_argument("--minutes", type=float, default=None, help="minutes of training in this invocation")
-    p.add_argument("--decay-share", type=float, default=0.2,
+    p.add_argument("--decay-share", type=float, default=TrainConfig.decay_share,
                    help="the piece schedule's anneal: this share of --minutes at its end (a short piece wants more)")
     p.add_argument("--export", default=None, help="write a model directory here when training ends")
     p.add_argument("--save-state", default=None, help="write the small resume state here when training ends")
