@@ -34,7 +34,8 @@ from dg_engine.prompt import FimFormat
 from dg_engine.tokens import special_tokens
 from dg_engine.train.corpus import split
 from dg_engine.train.examples import ExampleConfig, ExampleSource
-from dg_engine.train.loop import TrainConfig, autocast, keep_freed_memory, make_optimizer, resolve_dtype, step_loss
+from dg_engine.train.heap import keep_freed_memory
+from dg_engine.train.loop import TrainConfig, autocast, make_optimizer, resolve_dtype, step_loss
 from dg_engine.train.model import build_model, count_parameters
 from dg_engine.train.parallel import Ranks, launch, threads_per_rank
 from dg_engine.train.sequences import BlockSource, MixConfig

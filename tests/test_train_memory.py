@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dg_engine.train.heap import HeapTrimmer
 from dg_engine.train.loop import MemoryGuard, any_of
 
 
@@ -52,3 +53,46 @@ def test_a_run_short_of_memory_ends_with_its_checkpoint_export_and_state(tmp_pat
     assert (tmp_path / "model" / "model.safetensors").is_file()
     err = capsys.readouterr()
     assert "stopping after this step" in err.err and "stopped short of memory" in err.out
+
+
+HOLES = r"""
+import json, sys
+import numpy as np
+from dg_engine.train.heap import keep_freed_memory, release_freed_memory
+
+def anonymous_kb():
+    for line in open("/proc/self/smaps_rollup"):
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1])
+
+assert keep_freed_memory()
+# Blocks of 0.5-4 MB from the heap (under the 1 GB mmap threshold), every other one freed and the last
+# kept, so that the free memory is in holes below the top of the heap, where no trim threshold reaches.
+blocks = [np.ones((1 + i % 8) * 2**16) for i in range(100)]  # 8-byte floats: 0.5-4 MB each
+del blocks[::2]
+before = anonymous_kb()
+released = release_freed_memory()
+print(json.dumps({"before": before, "after": anonymous_kb(), "released": released, "kept": len(blocks)}))
+"""
+
+
+def test_trimming_hands_the_holes_of_a_kept_heap_back_to_the_kernel():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", HOLES], capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    freed_kb = 50 * 2 * 2**10  # the freed half: 50 blocks of 0.5, 1.5, 2.5 and 3.5 MB, 2 MB on average
+    assert got["released"] is True
+    assert got["before"] - got["after"] > 0.8 * freed_kb, got
+
+
+def test_the_heap_is_trimmed_every_few_steps_only_while_memory_is_short(tmp_path):
+    released = []
+    trim = HeapTrimmer(every=10, meminfo=meminfo(tmp_path, 12_000_000), release=lambda: released.append(1) or True)
+    assert [trim(step) for step in (10, 20, 30)] == [False] * 3 and not released  # half is free
+    trim.meminfo = meminfo(tmp_path, 6_000_000)  # a quarter free: under the 30% it trims below
+    assert [trim(step) for step in range(1, 31)].count(True) == 3 and len(released) == 3 == trim.trims
+    trim.meminfo = str(tmp_path / "missing")
+    assert trim(40) is False and len(released) == 3

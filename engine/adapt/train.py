@@ -29,7 +29,8 @@ from ..prompt import FimFormat, encode
 from ..tokens import special_tokens
 from ..train.edits import EditSource
 from ..train.examples import ExampleConfig, ExampleSource
-from ..train.loop import UNBOUNDED_STEPS, TrainConfig, keep_freed_memory, resolve_dtype, train
+from ..train.heap import keep_freed_memory
+from ..train.loop import UNBOUNDED_STEPS, TrainConfig, resolve_dtype, train
 from ..train.sequences import BlockSource, MixConfig
 from . import adapter as store
 from .files import Selection

@@ -21,7 +21,8 @@ from ..tokens import special_tokens
 from .corpus import SourceFile, split
 from .edits import EditSource
 from .examples import ExampleConfig, ExampleSource
-from .loop import MemoryGuard, StopSignals, TrainConfig, any_of, keep_freed_memory, resolve_dtype, train
+from .heap import keep_freed_memory
+from .loop import MemoryGuard, StopSignals, TrainConfig, any_of, resolve_dtype, train
 from .model import build_model, count_parameters
 from .parallel import Ranks, threads_per_rank
 from .resume import ResumeError, load_resume, save_resume
