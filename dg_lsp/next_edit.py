@@ -9,7 +9,14 @@ The pipeline, run on the compute worker from a `NextEditJob` captured on the loo
    chunks (`dg_engine.nextedit`, the format the model was trained on) and the text around;
 3. the rewritten window diffed into minimal edits, each with the lowest confidence of the
    tokens it writes, then gated: edits below the confidence bar, edits inside what the user just
-   typed, and any suggestion that would redo an undone change are dropped.
+   typed, edits that share nothing with the latest edit, and any suggestion that would redo an
+   undone change are dropped.
+
+The relevance gate is what the feature promises (the edits an edit implies): the other uses of a
+renamed name hold the old and the new name, a call site of a changed `def` holds its name, a
+sibling line gets what its changed twin got, an import names what the edit used. A small model
+confidently rewrites unrelated text (the embedded one showed wrong suggestions for 68-92% of
+held-out traces with the confidence gate alone), and a wrong suggestion costs the user attention.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ from .settings import Settings
 WINDOW_TOKENS = 160
 MAX_WINDOWS = 2
 NAME = re.compile(r"[A-Za-z_]\w*")
+# The words of an edit (names and literals) and, for an edit of operators alone, its symbols.
+WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|'[^'\n]*'|\"[^\"\n]*\"")
+SYMBOL = re.compile(r"[^\s\w'\"]")
 IMPORT = re.compile(r"^\s*(import|from)\s+\S")
 # Names no import provides: a use of one never points at the imports.
 LANGUAGE_NAMES = frozenset(keyword.kwlist) | frozenset(dir(builtins)) | {"self", "cls"}
@@ -100,6 +110,29 @@ def anchors(text: str, hunks: tuple[Hunk, ...], cursor_line: int) -> list[int]:
     return out
 
 
+def implied_by(hunk: Hunk | None):
+    """A test of whether an edit (old text, new text, its line) can follow from `hunk`: it touches
+    a word the hunk added or removed (a symbol, when the hunk changed only symbols), or it deletes
+    within a call of a `def` the hunk changed (an argument dropped with its parameter). Without a
+    recent edit nothing is implied, so everything passes."""
+    if hunk is None:
+        return lambda old, new, line: True
+    before, after = "\n".join(hunk.before), "\n".join(hunk.after)
+    pattern = WORD
+    changed = set(WORD.findall(before)) ^ set(WORD.findall(after))
+    if not changed:
+        pattern = SYMBOL
+        changed = set(SYMBOL.findall(before)) ^ set(SYMBOL.findall(after))
+    defs = {m.group(1) for m in re.finditer(r"\bdef\s+([A-Za-z_]\w*)\s*\(", after)} if hunk.before else set()
+    calls = re.compile("|".join(rf"\b{re.escape(d)}\s*\(" for d in sorted(defs))) if defs else None
+
+    def test(old: str, new: str, line: str) -> bool:
+        if changed & set(pattern.findall(old + "\n" + new)):
+            return True
+        return bool(calls and not new.strip() and calls.search(line))
+    return test
+
+
 def fit(lines: list[str], window: range, tokens: int = WINDOW_TOKENS) -> range:
     """The window shortened from its end until its estimated tokens fit."""
     stop = window.stop
@@ -124,6 +157,7 @@ def suggest(engine, job: NextEditJob, cancel) -> Suggestion | None:
     chunks = edit_chunks(list(job.hunks))
     budget = int(job.settings.context_budget * CHARS_PER_TOKEN)
     tried = []
+    related = implied_by(job.hunks[-1] if job.hunks else None)
     for anchor in anchors(text, job.hunks, cursor_line)[:MAX_WINDOWS]:
         window = fit(lines, window_lines(len(lines), anchor))
         prefix, seed, suffix = split_window(text, window)
@@ -140,6 +174,8 @@ def suggest(engine, job: NextEditJob, cancel) -> Suggestion | None:
             line = text.count("\n", 0, start + a0)
             if line in latest and text.count("\n", 0, start + a1) in latest:
                 continue  # never rewrite what the user has just typed
+            if not related(seed[a0:a1], new[b0:b1], lines[line] if line < len(lines) else ""):
+                continue  # nothing the latest edit implies
             conf = _edit_confidence(cand, b0, b1)
             if conf >= job.settings.next_edit_min_confidence:
                 edits.append((start + a0, start + a1, new[b0:b1], conf))

@@ -130,12 +130,36 @@ def test_a_change_the_user_undid_is_never_suggested_again():
     h = EditHistory()
     h.open("u", SRC)
     text = replace(h, "u", SRC, "return total", "return total * 2")
-    text = replace(h, "u", text, "total = w * h", "total = w * h  # area")
-    text = replace(h, "u", text, "total = w * h  # area", "total = w * h")  # undone
-    engine = ScriptedEngine(lambda seed: seed.replace("total = w * h\n", "total = w * h  # area\n"), 0.99)
+    text = replace(h, "u", text, "total = w * h", "total = w * h * 2")
+    text = replace(h, "u", text, "total = w * h * 2", "total = w * h")  # undone
+    engine = ScriptedEngine(lambda seed: seed.replace("total = w * h\n", "total = w * h * 2\n"), 0.99)
     assert suggest(engine, _job(text, h), NeverCancelled()) is None
-    other = ScriptedEngine(lambda seed: seed.replace("total = w * h\n", "total = w * h  # m2\n"), 0.99)
+    other = ScriptedEngine(lambda seed: seed.replace("total = w * h\n", "total = w * h / 2\n"), 0.99)
     assert suggest(other, _job(text, h), NeverCancelled()) is not None
+
+
+def test_only_edits_that_follow_from_the_latest_edit_are_shown():
+    text, h = _renamed()  # `w` became `width` in the signature
+    unrelated = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1"), 0.99)
+    assert suggest(unrelated, _job(text, h), NeverCancelled()) is None
+    mixed = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1").replace("= w *", "= width *"), 0.99)
+    s = suggest(mixed, _job(text, h), NeverCancelled())
+    assert [(text[a:b], new) for a, b, new, _ in s.edits] == [("w", "width")]  # the use of the old name only
+    # A parameter removed: the argument it took goes from a call, though the call names neither.
+    src = "def f(a, b):\n    return a\n\n\nprint(f(1, 2))\n"
+    h = EditHistory()
+    h.open("d", src)
+    text = replace(h, "d", src, "def f(a, b):", "def f(a):")
+    dropped = ScriptedEngine(lambda seed: seed.replace("f(1, 2)", "f(1)"), 0.99)
+    s = suggest(dropped, _job(text, h, uri="d"), NeverCancelled())
+    assert s is not None and apply_edits(text, [e[:3] for e in s.edits]).endswith("print(f(1))\n")
+    # An edit of operators alone is followed by edits of the same operators.
+    h.open("o", SRC)
+    text = replace(h, "o", SRC, "total = w * h", "total = w + h")
+    assert suggest(ScriptedEngine(lambda seed: seed.replace("return total", "return total + 0"), 0.99),
+                   _job(text, h, uri="o"), NeverCancelled()) is not None
+    assert suggest(ScriptedEngine(lambda seed: seed.replace("return total", "return -total"), 0.99),
+                   _job(text, h, uri="o"), NeverCancelled()) is None
 
 
 def test_a_second_window_is_tried_where_the_edit_implies_a_change():
