@@ -203,3 +203,13 @@ def test_fim_rows_pack_several_holes_before_any_code(setup):
     assert ends >= sum(holes) // 2  # most middles end inside their blocks, so the end is learnt
     one = BlockSource(src, code, None, replace(mix, fim_per_row=1)).batch(0, 5, 6)
     assert all((one.ids[r] == s.fim_middle).sum() == 1 for r in range(6))
+
+
+def test_no_row_is_longer_than_the_row_length(setup):
+    src, fmt, _ = setup
+    code = np.random.default_rng(3).integers(8, 400, 5000).astype(np.uint16)
+    # Prompts of up to 256 tokens cannot fit rows of 120: such holes give way to code windows.
+    mix = MixConfig(seq_len=120, fim_share=1.0, prose_share=0.0, edit_share=0.0, block_sizes=(16,), block_weights=(1.0,))
+    for step in range(6):
+        batch = BlockSource(src, code, None, mix).batch(0, step, 4)
+        assert batch.ids.shape[1] <= 120

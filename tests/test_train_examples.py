@@ -82,3 +82,21 @@ def test_batches_are_deterministic(source):
     assert [e.prompt_ids for e in a] == [e.prompt_ids for e in b]
     assert [e.prompt_ids for e in a] != [e.prompt_ids for e in c]
     assert len({len(e.canvas_ids) for e in a}) == 1
+
+
+def test_a_line_longer_than_the_budget_is_cut_around_the_hole(source):
+    from dataclasses import replace as with_
+
+    from dg_engine.train.corpus import SourceFile
+
+    src, _ = source
+    # One enormous line (a change log joined into a paragraph, a data literal): the line windowing
+    # keeps the hole's own line whole, which once made a prompt of 9,485 tokens.
+    text = "import sys\n\nvalues = [" + ", ".join(str(i * 7919 % 10007) for i in range(4000)) + "]\nprint(values)\n"
+    one = ExampleSource([SourceFile("long.py", text)], src.fmt, with_(src.config, max_prompt_tokens=128))
+    rng = random.Random(5)
+    examples = [one.sample(rng, 32) for _ in range(40)]
+    assert max(len(e.prompt_ids) for e in examples) <= 128
+    for e in examples:
+        # Still one contiguous window of the file, with the hole in it.
+        assert e.prefix + e.middle + e.suffix in text

@@ -218,8 +218,32 @@ class ExampleSource:
         so_far = self._split_middle(middle, rng)
         rest = middle[len(so_far) :]
         prompt = self.fmt.infill_ids(prefix, suffix, chunks, so_far)
+        if len(prompt) > cfg.max_prompt_tokens:
+            prefix, suffix, chunks, so_far, prompt = self._fit(prefix, suffix, chunks, so_far, len(prompt))
+            middle = so_far + rest
         canvas = self.fmt.canvas_ids(rest, canvas_length)
         return Example(kind, prefix, middle, suffix, so_far, chunks, prompt, canvas)
+
+    def _fit(self, prefix: str, suffix: str, chunks: list[str], so_far: str, tokens: int):
+        """The prompt's parts cut to `max_prompt_tokens`, for a hole whose own line is longer than
+        the budget (the line windowing always keeps it): the text around the hole by characters,
+        nearest the hole kept, then the cross-file chunk, then the start of the middle so far.
+        Such a line (a change log joined into one paragraph) once made a 9,485-token prompt, a
+        batch of 9,517-token rows and a training process of 20 GB."""
+        limit, infill = self.config.max_prompt_tokens, self.fmt.infill_ids
+        prompt = infill(prefix, suffix, chunks, so_far)
+        while len(prompt) > limit and (prefix or suffix):
+            prefix, suffix = clip_around_hole(prefix, suffix, len(prompt), limit)
+            prompt = infill(prefix, suffix, chunks, so_far)
+        if len(prompt) > limit and chunks:
+            chunks = []
+            prompt = infill(prefix, suffix, chunks, so_far)
+        while len(prompt) > limit and so_far:
+            # The typed head of the middle ends at the cursor: keep its end, and no prefix (which
+            # would no longer join it).
+            prefix, so_far = "", clip_around_hole(so_far, "", len(prompt), limit)[0]
+            prompt = infill(prefix, suffix, chunks, so_far)
+        return prefix, suffix, chunks, so_far, prompt
 
     def _split_middle(self, middle: str, rng: random.Random) -> str:
         """Sometimes give the start of the middle as already written (a middle longer than a canvas)."""
@@ -236,3 +260,10 @@ class ExampleSource:
         rng = random.Random(seed * 1_000_003 + step)
         canvas_length = rng.choice(self.config.canvas_lengths)
         return [self.sample(rng, canvas_length) for _ in range(batch_size)]
+
+
+def clip_around_hole(prefix: str, suffix: str, tokens: int, limit: int) -> tuple[str, str]:
+    """`prefix` and `suffix` cut by characters, nearest the hole kept, to about `limit` of `tokens`:
+    both shrink by the same share, a tenth more than the overshoot, so a few rounds reach it."""
+    keep = max(0.0, limit / tokens * 0.9)
+    return prefix[len(prefix) - int(len(prefix) * keep):], suffix[: int(len(suffix) * keep)]

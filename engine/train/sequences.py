@@ -144,6 +144,15 @@ class BlockSource:
         return "code" if self.code is not None else "prose"
 
     def row(self, rng: random.Random, size: int) -> Row:
+        """One row of at most `seq_len` tokens (a batch is as wide as its widest row, and one row
+        nine times too long once took a training process to 20 GB); an example too long for a row
+        gives way to a window of code."""
+        row = self._row(rng, size)
+        if len(row.ids) > self.config.seq_len and self.code is not None:
+            return stream_row(self.code, rng, self.config.seq_len, size)
+        return row
+
+    def _row(self, rng: random.Random, size: int) -> Row:
         cfg, s = self.config, self.fmt.specials
         kind = self._kind(rng)
         if kind == "edit":
