@@ -111,7 +111,13 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
                          f"{c['speedup']:.1f}× ({c['cold_ms']['p50']:.1f} → {c['incremental_ms']['p50']:.1f} ms)",
                          f"≥ {d['targets']['speedup']:.0f}×" if at else "", d["target_met"] if at else None))
         same = all(c["fill_matches_without_reuse"] for c in d["contexts"])
-        rows.append(("kv_reuse", "fill with reuse = fill without (same seed)", str(same), "True", same))
+        if "fill_matches_without_reuse_fp32" in d:
+            exact = d["fill_matches_without_reuse_fp32"]
+            rows.append(("kv_reuse", "fill with reuse = fill without (same seed), fp32", str(exact), "True", exact))
+            rows.append(("kv_reuse", f"the same at the default precision ({d.get('precision', '?').split(' ')[0]})",
+                         str(same), "", None))
+        else:
+            rows.append(("kv_reuse", "fill with reuse = fill without (same seed)", str(same), "True", same))
     if "memory" in r:
         d = r["memory"]
         for run in d["runs"]:

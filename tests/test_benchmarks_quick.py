@@ -169,6 +169,7 @@ def test_kv_reuse_quick():
         assert c["speedup"] > 0
         assert c["fill_matches_without_reuse"] is True
         assert c["kv_max_abs_diff"] < 1e-3
+    assert data["fill_matches_without_reuse_fp32"] is True and data["precision"]
 
 
 def test_memory_quick():
