@@ -157,7 +157,7 @@ def suggest(engine, job: NextEditJob, cancel) -> Suggestion | None:
     chunks = edit_chunks(list(job.hunks))
     budget = int(job.settings.context_budget * CHARS_PER_TOKEN)
     tried = []
-    related = implied_by(job.hunks[-1] if job.hunks else None)
+    related = implied_by(job.hunks[-1] if job.hunks and job.settings.next_edit_only_implied else None)
     for anchor in anchors(text, job.hunks, cursor_line)[:MAX_WINDOWS]:
         window = fit(lines, window_lines(len(lines), anchor))
         prefix, seed, suffix = split_window(text, window)

@@ -52,6 +52,9 @@ class Settings:
     next_edit_enabled: bool = True
     next_edit_debounce_ms: int = 300
     next_edit_min_confidence: float = 0.5
+    # Only edits that share a word with the latest edit (what it implies); off for a model strong
+    # enough that its other fixes are worth a look.
+    next_edit_only_implied: bool = True
 
     def update(self, values: Mapping[str, Any], trusted: bool = True) -> tuple["Settings", list[str]]:
         """A copy with `values` applied; returns it and one message per rejected value."""

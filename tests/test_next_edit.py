@@ -142,6 +142,7 @@ def test_only_edits_that_follow_from_the_latest_edit_are_shown():
     text, h = _renamed()  # `w` became `width` in the signature
     unrelated = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1"), 0.99)
     assert suggest(unrelated, _job(text, h), NeverCancelled()) is None
+    assert suggest(unrelated, _job(text, h, next_edit_only_implied=False), NeverCancelled()) is not None  # the setting
     mixed = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1").replace("= w *", "= width *"), 0.99)
     s = suggest(mixed, _job(text, h), NeverCancelled())
     assert [(text[a:b], new) for a, b, new, _ in s.edits] == [("w", "width")]  # the use of the old name only

@@ -22,10 +22,11 @@ from dg_engine.loader import EMBEDDED_DIR
 from dg_engine.quantize import checkpoint_format, quantized_linears
 
 # Total variation distance and top-1 agreement against fp32, on one decoder pass over a real
-# prompt. FP8 keeps 3 mantissa bits per weight (measured: TV 0.02, agreement 0.97); nf4 and NVFP4
-# keep 16 levels per group of weights (TV 0.09 and 0.08; agreement 0.89 and 0.79; NVFP4 leaves the
-# experts dense, nf4 quantizes them too), int8 256 per row (TV 0.06).
-TOLERANCE = {"fp8": (0.05, 0.9), "nvfp4": (0.15, 0.7), "nf4": (0.15, 0.8)}
+# prompt. FP8 keeps 3 mantissa bits per weight (measured on the shipped 6.4M model: TV 0.02,
+# agreement 0.94); nf4 and NVFP4 keep 16 levels per group of weights (TV 0.09 and 0.07; agreement
+# 0.77 and 0.82; NVFP4 leaves the experts dense, nf4 quantizes them too), int8 256 per row (TV
+# 0.04). The earlier 2.6M model agreed more under nf4 (0.89).
+TOLERANCE = {"fp8": (0.05, 0.9), "nvfp4": (0.15, 0.7), "nf4": (0.15, 0.72)}
 
 
 @pytest.fixture(scope="module")

@@ -184,7 +184,7 @@ def test_edit_rows_join_the_mix_and_train(fmt):
     edits = EditSource.from_examples(src)
     code = np.random.default_rng(0).integers(8, 400, 5000).astype(np.uint16)
     mix = MixConfig(seq_len=256, fim_share=0.0, prose_share=0.0, edit_share=1.0, block_sizes=(16,),
-                    block_weights=(1.0,), max_edit_tokens=200)
+                    block_weights=(1.0,), max_edit_tokens=120)
     batch = BlockSource(src, code, None, mix, edits).batch(0, 1, 4)
     assert batch.stale is not None and (batch.stale >= 0).sum() > 20
     model = build_model("tiny", len(fmt.tokenizer), seed=0)

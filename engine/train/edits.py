@@ -18,7 +18,7 @@ import random
 from ..nextedit import WINDOW_AFTER, Hunk, edit_chunks, line_hunks, split_window, window_lines
 from ..prompt import FimFormat, encode
 from .augment import name_pool
-from .examples import Example, ExampleSource
+from .examples import Example, ExampleSource, clip_around_hole
 from .traces import KINDS, Trace, make_trace
 
 # Characters of context kept on each side of the window (cut at line boundaries).
@@ -80,10 +80,12 @@ def _clip(text: str, chars: int, keep_end: bool) -> str:
 
 
 def trace_example(trace: Trace, fmt: FimFormat, rng: random.Random, max_tokens: int,
-                  multiple: int = 1) -> Example | None:
+                  multiple: int = 1, max_prompt_tokens: int | None = None) -> Example | None:
     """The trace as a FIM example: edits as chunks, the window's target as the middle.
 
-    The canvas is the target, `<fim_end>` and padding up to a multiple of `multiple` (a block)."""
+    The canvas is the target, `<fim_end>` and padding up to a multiple of `multiple` (a block).
+    The text around the window is cut to `max_prompt_tokens` (a tenth of the rows of the long
+    run were longer than the 1,024 tokens a row holds); None if the edits alone do not fit."""
     lines = choose_window(trace, rng)
     if lines is None:
         return None
@@ -99,6 +101,11 @@ def trace_example(trace: Trace, fmt: FimFormat, rng: random.Random, max_tokens: 
     suffix = _clip(suffix, rng.randint(*SUFFIX_CHARS), keep_end=False)
     chunks = list(edit_chunks(line_hunks(trace.before, trace.current)))
     prompt = fmt.infill_ids(prefix, suffix, chunks)
+    while max_prompt_tokens is not None and len(prompt) > max_prompt_tokens and (prefix or suffix):
+        prefix, suffix = clip_around_hole(prefix, suffix, len(prompt), max_prompt_tokens)
+        prompt = fmt.infill_ids(prefix, suffix, chunks)
+    if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
+        return None
     canvas = fmt.canvas_ids(middle, -(-(len(ids) + 1) // multiple) * multiple)
     aligned = align_stale(canvas, stale_ids + [fmt.specials.end_of_middle])
     return Example(f"edit_{trace.kind}", prefix, middle, suffix, "", chunks, prompt, canvas, aligned)
@@ -126,12 +133,13 @@ class EditSource:
         pool = source.names or name_pool(s.text for s in source.sources[: source.config.name_pool_files])
         return cls([s.text for s in source.sources], source.fmt, pool)
 
-    def sample(self, rng: random.Random, max_tokens: int, multiple: int = 1, tries: int = 12) -> Example | None:
+    def sample(self, rng: random.Random, max_tokens: int, multiple: int = 1, tries: int = 12,
+               max_prompt_tokens: int | None = None) -> Example | None:
         """An example of a random kind, or None when `tries` files in a row had none."""
         for _ in range(tries):
             kind = rng.choice(KINDS)
             trace = make_trace(rng.choice(self.texts), kind, rng, self.pool)
-            example = trace_example(trace, self.fmt, rng, max_tokens, multiple) if trace else None
+            example = trace_example(trace, self.fmt, rng, max_tokens, multiple, max_prompt_tokens) if trace else None
             if example is not None:
                 return example
         return None

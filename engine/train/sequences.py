@@ -156,7 +156,9 @@ class BlockSource:
         cfg, s = self.config, self.fmt.specials
         kind = self._kind(rng)
         if kind == "edit":
-            example = self.edits.sample(rng, cfg.max_edit_tokens, size)
+            # Room for the longest window: its tokens, <fim_end>, and padding to a whole block.
+            room = cfg.seq_len - (cfg.max_edit_tokens // size + 1) * size
+            example = self.edits.sample(rng, cfg.max_edit_tokens, size, max_prompt_tokens=room)
             if example is not None:
                 row = fim_row(example, size, s.end_of_middle, s.pad, cfg, cfg.prompt_blocks)
                 return self._packed(row, rng, size)

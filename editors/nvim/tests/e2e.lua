@@ -48,7 +48,7 @@ dg.setup({
   settings = { model = assert(env.DG_E2E_MODEL, "DG_E2E_MODEL is not set"), maxSteps = 4, drafts = true,
     -- The random model is never sure; with no bar its next-edit answers are shown, which is
     -- what the overlay step needs (the bar itself is tested against the server).
-    nextEdit = { minConfidence = 0 } },
+    nextEdit = { minConfidence = 0, onlyImplied = false } },
   -- The plugin's own ghost text client on every Neovim version; the automatic requests are
   -- switched on per buffer (b:dg_lsp_ghost) only for the typing step, so nothing races trigger().
   ghost = { native = false },

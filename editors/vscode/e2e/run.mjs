@@ -145,6 +145,7 @@ async function main() {
     'update.mode': 'none',
     // Whatever the model proposes is shown: this checks the display, not the model's confidence.
     'dgLsp.nextEdit.minConfidence': 0,
+    'dgLsp.nextEdit.onlyImplied': false,
     'dgLsp.nextEdit.debounceMs': 100,
     // Ghost text at the cursor takes Tab first (as it should); the next-edit step runs in a
     // JavaScript file with ghost text off, so Tab there can only mean the suggested edit.

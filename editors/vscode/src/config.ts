@@ -50,7 +50,7 @@ export interface ServerSettings {
   repairRounds: number;
   variableLength: boolean;
   jointHoles: boolean;
-  nextEdit: { enabled: boolean; minConfidence: number; debounceMs: number };
+  nextEdit: { enabled: boolean; minConfidence: number; onlyImplied: boolean; debounceMs: number };
   adapter: string;
 }
 
@@ -139,7 +139,7 @@ export function serverSettings(): ServerSettings {
     repairRounds: int(c.get('repairRounds'), 2, 0, 8),
     variableLength: bool(c.get('variableLength'), true),
     jointHoles: bool(c.get('jointHoles'), true),
-    nextEdit: { enabled: nextEditEnabled(), minConfidence: num(c.get('nextEdit.minConfidence'), 0.5, 0, 1), debounceMs: nextEditDebounceMs() },
+    nextEdit: { enabled: nextEditEnabled(), minConfidence: num(c.get('nextEdit.minConfidence'), 0.5, 0, 1), onlyImplied: bool(c.get('nextEdit.onlyImplied'), true), debounceMs: nextEditDebounceMs() },
     adapter: adapterSetting(c.get('adapter')),
   };
 }
