@@ -37,11 +37,15 @@ test-vllm: $(STAMP)
 
 # Not part of `make test`: a real VS Code (code-server) runs the packaged extension against the real
 # server, driven through Debian's Chromium by playwright-core (editors/vscode/e2e/). Screenshots go
-# to benchmarks/results/vscode/. DG_E2E_MODEL picks the model (default: the embedded one).
+# to benchmarks/results/vscode/. DG_E2E_MODEL picks the model: by default the tiny random model,
+# which rewrites whatever it is given, so every display (ghost text, the next-edit diff) is drawn;
+# the shipped model is confident enough to propose no next edit for the scenario's rename, so
+# `DG_E2E_MODEL=embedded make test-vscode` stops at that step.
 test-vscode: $(STAMP)
 	$(MAKE) -C editors/vscode package
 	bash editors/vscode/e2e/setup.sh
-	cd editors/vscode/e2e && DG_E2E_PYTHON=$(abspath $(BIN))/python node run.mjs
+	cd editors/vscode/e2e && DG_E2E_PYTHON=$(abspath $(BIN))/python \
+	  DG_E2E_MODEL=$${DG_E2E_MODEL:-$$($(abspath $(BIN))/python -c 'from dg_engine.tiny import cached_tiny_dir; print(cached_tiny_dir())')} node run.mjs
 
 vscode:
 	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode package smoke; fi

@@ -1,6 +1,6 @@
 // The packaged extension inside a real VS Code: code-server serves the workbench, Debian's
 // Chromium shows it, and playwright-core drives it as a user would. The extension starts the real
-// `dg-lsp serve` with the model named by $DG_E2E_MODEL (default: the embedded one).
+// `dg-lsp serve` with the model named by $DG_E2E_MODEL (`make test-vscode`: the tiny random model).
 //
 //   node run.mjs            (make test-vscode builds the .vsix and runs setup.sh first)
 //
