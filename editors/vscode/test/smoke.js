@@ -166,7 +166,7 @@ const EXPECTED_SETTINGS = {
   repairRounds: 2,
   variableLength: true,
   jointHoles: true,
-  nextEdit: { enabled: true, minConfidence: 0.5, debounceMs: 300 },
+  nextEdit: { enabled: true, minConfidence: 0.5, onlyImplied: true, debounceMs: 300 },
   adapter: 'off',
 };
 
