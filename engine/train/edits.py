@@ -18,7 +18,7 @@ import random
 from ..nextedit import WINDOW_AFTER, Hunk, edit_chunks, line_hunks, split_window, window_lines
 from ..prompt import FimFormat, encode
 from .augment import name_pool
-from .examples import Example, ExampleSource, clip_around_hole
+from .examples import Example, ExampleSource, clip_to_fit
 from .traces import KINDS, Trace, make_trace
 
 # Characters of context kept on each side of the window (cut at line boundaries).
@@ -101,11 +101,11 @@ def trace_example(trace: Trace, fmt: FimFormat, rng: random.Random, max_tokens: 
     suffix = _clip(suffix, rng.randint(*SUFFIX_CHARS), keep_end=False)
     chunks = list(edit_chunks(line_hunks(trace.before, trace.current)))
     prompt = fmt.infill_ids(prefix, suffix, chunks)
-    while max_prompt_tokens is not None and len(prompt) > max_prompt_tokens and (prefix or suffix):
-        prefix, suffix = clip_around_hole(prefix, suffix, len(prompt), max_prompt_tokens)
-        prompt = fmt.infill_ids(prefix, suffix, chunks)
-    if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
-        return None
+    if max_prompt_tokens is not None:
+        prefix, suffix, prompt = clip_to_fit(prefix, suffix, prompt, max_prompt_tokens,
+                                             lambda p, s: fmt.infill_ids(p, s, chunks))
+        if len(prompt) > max_prompt_tokens:
+            return None
     canvas = fmt.canvas_ids(middle, -(-(len(ids) + 1) // multiple) * multiple)
     aligned = align_stale(canvas, stale_ids + [fmt.specials.end_of_middle])
     return Example(f"edit_{trace.kind}", prefix, middle, suffix, "", chunks, prompt, canvas, aligned)

@@ -219,22 +219,19 @@ class ExampleSource:
         rest = middle[len(so_far) :]
         prompt = self.fmt.infill_ids(prefix, suffix, chunks, so_far)
         if len(prompt) > cfg.max_prompt_tokens:
-            prefix, suffix, chunks, so_far, prompt = self._fit(prefix, suffix, chunks, so_far, len(prompt))
+            prefix, suffix, chunks, so_far, prompt = self._fit(prefix, suffix, chunks, so_far, prompt)
             middle = so_far + rest
         canvas = self.fmt.canvas_ids(rest, canvas_length)
         return Example(kind, prefix, middle, suffix, so_far, chunks, prompt, canvas)
 
-    def _fit(self, prefix: str, suffix: str, chunks: list[str], so_far: str, tokens: int):
+    def _fit(self, prefix: str, suffix: str, chunks: list[str], so_far: str, prompt: list[int]):
         """The prompt's parts cut to `max_prompt_tokens`, for a hole whose own line is longer than
         the budget (the line windowing always keeps it): the text around the hole by characters,
         nearest the hole kept, then the cross-file chunk, then the start of the middle so far.
         Such a line (a change log joined into one paragraph) once made a 9,485-token prompt, a
         batch of 9,517-token rows and a training process of 20 GB."""
         limit, infill = self.config.max_prompt_tokens, self.fmt.infill_ids
-        prompt = infill(prefix, suffix, chunks, so_far)
-        while len(prompt) > limit and (prefix or suffix):
-            prefix, suffix = clip_around_hole(prefix, suffix, len(prompt), limit)
-            prompt = infill(prefix, suffix, chunks, so_far)
+        prefix, suffix, prompt = clip_to_fit(prefix, suffix, prompt, limit, lambda p, s: infill(p, s, chunks, so_far))
         if len(prompt) > limit and chunks:
             chunks = []
             prompt = infill(prefix, suffix, chunks, so_far)
@@ -267,3 +264,12 @@ def clip_around_hole(prefix: str, suffix: str, tokens: int, limit: int) -> tuple
     both shrink by the same share, a tenth more than the overshoot, so a few rounds reach it."""
     keep = max(0.0, limit / tokens * 0.9)
     return prefix[len(prefix) - int(len(prefix) * keep):], suffix[: int(len(suffix) * keep)]
+
+
+def clip_to_fit(prefix: str, suffix: str, prompt: list[int], limit: int, build) -> tuple[str, str, list[int]]:
+    """`prefix` and `suffix` cut around the hole until `build(prefix, suffix)` (the prompt) is at most
+    `limit` tokens or nothing is left of them; `prompt` is what they build now."""
+    while len(prompt) > limit and (prefix or suffix):
+        prefix, suffix = clip_around_hole(prefix, suffix, len(prompt), limit)
+        prompt = build(prefix, suffix)
+    return prefix, suffix, prompt
