@@ -227,7 +227,7 @@ def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds
     Returns the repaired candidate and the number of re-noising rounds that ran.
     """
     for done in range(rounds):
-        if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec), spec):
+        if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec, salvage=False), spec):
             return cand, done
         positions = error_positions(cand, ctx, spec)
         if not positions:

@@ -18,6 +18,7 @@ from dg_lsp.fill import FillJob, run_fill
 from dg_lsp.scheduler import CancelToken
 from dg_lsp.settings import Settings
 from dg_lsp.syntax import context, tree
+from dg_lsp.syntax.fill_end import SALVAGE_CUTS
 from dg_lsp.syntax_trees import make_tree
 
 URI = "file:///w/module.py"
@@ -28,11 +29,12 @@ TEXT = "import os\n\n\n" + "".join(FUNCTION.format(i) for i in range(40)) + "def
 @pytest.fixture()
 def document_parses(monkeypatch):
     """Counts from-scratch parses of the whole document through the syntax layer's `parse`."""
-    counts = {"document": 0, "all": 0}
+    counts = {"document": 0, "all": 0, "texts": []}
     original = tree.parse
 
     def counting(text, spec):
         counts["all"] += 1
+        counts["texts"].append(text)
         counts["document"] += text == TEXT
         return original(text, spec)
 
@@ -69,12 +71,15 @@ def test_an_inline_request_without_a_tree_parses_the_document_once(engine, docum
 def test_ranking_parses_each_candidate_once_and_never_the_context_alone(engine, document_parses):
     # The document fits the budget, so the context without a fill is the snapshot's text, whose
     # errors its tree shows; each candidate with the fill in it is parsed once, shared by
-    # post-processing and ranking.
+    # post-processing and ranking. One that breaks the file is parsed a bounded number of times
+    # more: once for where its first error is, once per shorter start the salvage tries.
     _, snapshot = _snapshot()
     job = dataclasses.replace(_inline(snapshot), n=3, settings=_inline(snapshot).settings.update({"syntaxRepair": False})[0])
     run_fill(engine, job, CancelToken())
     assert document_parses["document"] == 0
-    assert document_parses["all"] <= job.n
+    assert document_parses["all"] <= job.n * (2 + SALVAGE_CUTS)
+    # The second parse of one text is the first-error lookup; no text is parsed a third time.
+    assert max(document_parses["texts"].count(t) for t in document_parses["texts"]) <= 2
 
 
 def test_later_edits_do_not_change_a_snapshot_tree(engine):

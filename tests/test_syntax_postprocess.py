@@ -109,6 +109,14 @@ CASES = [
     # selections are replaced as a unit, stopping at a dedent
     ("python", "def f():\n    <|pass|>\n", "return 1\n\ndef other():\n    pass", "return 1"),
     ("python", "def f():\n<|    pass\n|>", "    x = 1\n    return x\n", "    x = 1\n    return x"),
+    # a fill that breaks the file is cut back to its longest start that breaks it least
+    ("python", "def total(values):\n    return sum(values<|>\n", ")values", ")"),
+    ("python", "class P:\n    def __init__(self, y):\n        <|>\n\n    def n(self):\n        return self.y\n",
+     "self.y = y\n        y] = []", "self.y = y"),
+    ("python", 'DAYS = ["mon", "tue", <|>, "fri"]\n', '"wed", "thu"]\n"', '"wed", "thu"'),
+    # ...but not to nothing, and a fill that parses is left alone
+    ("python", "x = <|>\n", ")]", ")]"),
+    ("python", "def f(x):\n    return <|>\n", "x + 1 if x else None", "x + 1 if x else None"),
     # unknown languages still get line-level cleanup
     (None, "call(<|>)\nmore\n", "x)\nmore", "x"),
     (None, "block {\n  <|>\n}\n", "a\n  b\n}\nc", "a\n  b"),

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from dg_lsp.syntax import DocumentTree, Utf8Index, language_for
-from dg_lsp.syntax.tree import parse
+from dg_lsp.syntax.tree import count_errors, parse
 
 TRICKY = ["😀", "中文", "é", "e\u0301", "👩\u200d👩\u200d👧", "𝔘", "\n", "  ", "\t", "(", ")", "{", "}", ":", ";", "x", "=", "\"", "'''", "# ", "// ", "1", "def ", "return "]
 
@@ -106,6 +106,17 @@ def test_missing_node_is_reported_as_missing() -> None:
     assert [e.node_type for e in missing] == ["}"]
     assert missing[0].start == missing[0].end
     assert document.has_errors()
+
+
+def test_a_missing_hidden_token_is_an_error_where_it_is_missing() -> None:
+    # Two statements on one line: tree-sitter inserts a MISSING `_newline`, a hidden rule that no
+    # `children` list shows; only the block's error flag says the text does not parse.
+    text = "def total(values):\n    return sum(values)values\n"
+    document = DocumentTree(text, language_for("python", None))
+    [error] = document.error_ranges()
+    assert error.missing and error.start == error.end == text.index("values\n")
+    assert count_errors(text, language_for("python", None)) == 1
+    assert count_errors(text.replace(")values", ")"), language_for("python", None)) == 0
 
 
 def test_clean_document_has_no_errors() -> None:

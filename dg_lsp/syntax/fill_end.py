@@ -191,3 +191,49 @@ def syntax_end(
         if lines[count - 1].strip() and errors(count) <= whole:
             return count
     return len(lines)
+
+
+# Ends of words, numbers and single symbols: where a fill may be cut without splitting a token.
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+# At most this many shorter texts are parsed per fill, so that a broken file costs a bounded time.
+SALVAGE_CUTS = 16
+
+
+def salvage_cut(
+    fill: str, ctx: HoleContext, spec: LanguageSpec | None,
+    count_errors: Callable[[str, LanguageSpec], int],
+    first_error: Callable[[str, LanguageSpec], int | None],
+) -> int:
+    """How much of a fill that breaks the file to keep: its longest start that breaks it least.
+
+    A small model often writes the right start and then runs on into text that no longer parses
+    (`)values` for a closing bracket). When some token boundary of the fill leaves fewer syntax
+    errors than the whole fill, the longest such start with the fewest errors is kept; otherwise
+    the fill stands. The first line may be cut at any token boundary, later lines only at their
+    ends. Cuts are tried from the first error inside the fill backwards (from the end when the
+    first error lies before it), longest first, at most `SALVAGE_CUTS` of them.
+    """
+    if spec is None or not fill.strip():
+        return len(fill)
+
+    def errors(count: int) -> int:
+        return count_errors(ctx.prefix + fill[:count] + ctx.suffix, spec)
+
+    best, fewest = len(fill), errors(len(fill))
+    if fewest == 0:
+        return best
+    error_at = first_error(ctx.prefix + fill + ctx.suffix, spec)
+    limit = len(fill)
+    if error_at is not None and len(ctx.prefix) <= error_at < len(ctx.prefix) + len(fill):
+        limit = error_at - len(ctx.prefix)
+    # Later lines are kept whole or not at all: a stray start of a line is rarely what was meant.
+    first_line = fill.find("\n") if "\n" in fill else len(fill)
+    ends = {m.end() for m in _TOKEN.finditer(fill, 0, first_line)} | {i for i, c in enumerate(fill) if c == "\n"}
+    ends = sorted((end for end in ends if 0 < end <= limit and end < len(fill)), reverse=True)
+    for cut in ends[:SALVAGE_CUTS]:
+        count = errors(cut)
+        if count < fewest:
+            best, fewest = cut, count
+            if count == 0:
+                break
+    return best

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .context import HoleContext
-from .fill_end import column, fresh_end, insertion_end, rest_of_line_end, syntax_end
+from .fill_end import column, fresh_end, insertion_end, rest_of_line_end, salvage_cut, syntax_end
 from .kinds import HoleKind
 from .languages import LanguageSpec
 from .lines import (
@@ -23,7 +23,7 @@ from .lines import (
     render_indent,
     tab_width_for,
 )
-from .tree import count_errors
+from .tree import count_errors, first_error
 
 _QUOTES = "\"'`"
 
@@ -168,11 +168,15 @@ def _end(lines: list[str], ctx: HoleContext, spec: LanguageSpec | None, check_sy
     return syntax_end(lines, cut, ctx, spec, count_errors) if check_syntax else cut
 
 
-def postprocess(fill: str, ctx: HoleContext, spec: LanguageSpec | None, *, check_syntax: bool = True) -> str:
+def postprocess(
+    fill: str, ctx: HoleContext, spec: LanguageSpec | None, *, check_syntax: bool = True, salvage: bool = True,
+) -> str:
     """The part of a model's fill that belongs in the hole, re-indented for the file.
 
     `check_syntax=False` skips the parses that may move a cut further (for drafts shown while the
-    model is still denoising, where speed matters more than the exact end).
+    model is still denoising, where speed matters more than the exact end). `salvage=False` keeps
+    a fill that breaks the file whole rather than cutting it back to its start that parses (the
+    syntax repair asks that way, to see what the model wrote).
     """
     crlf = "\r\n" in ctx.prefix or "\r\n" in ctx.suffix
     lines = fill.replace("\r\n", "\n").split("\n")
@@ -206,6 +210,9 @@ def postprocess(fill: str, ctx: HoleContext, spec: LanguageSpec | None, *, check
         if closer and "\n" in result and result[result.rfind("\n") :].strip():
             # A multi-line body between braces on one line must not end on the closer's line.
             result += "\n" + ctx.indent
+    if check_syntax and salvage and ctx.kind is not HoleKind.PARAGRAPH and not ctx.in_text_block:
+        kept = result[: salvage_cut(result, ctx, spec, count_errors, first_error)]
+        result = kept if kept.strip() else result
     return result.replace("\n", "\r\n") if crlf else result
 
 

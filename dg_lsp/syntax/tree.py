@@ -109,31 +109,51 @@ class ErrorSpan:
     node_type: str
 
 
-def error_spans(tree: tree_sitter.Tree, index: Utf8Index) -> list[ErrorSpan]:
-    """Every ERROR and MISSING node, outermost first, in document order."""
-    found: list[ErrorSpan] = []
-    stack = [tree.root_node]
-    while stack:
-        node = stack.pop()
-        if node.is_error or node.is_missing:
-            start, end = node_span(node, index)
-            found.append(ErrorSpan(start, end, node.is_missing, node.type))
-        if node.has_error:
-            # Only subtrees flagged with errors can hold more; the rest are skipped for speed.
-            stack.extend(reversed(node.children))
-    return found
+def _hidden_missing_at(node: tree_sitter.Node) -> int:
+    """Where a MISSING node of a hidden rule most likely sits, as a byte offset in `node`.
+
+    Such nodes (Python's `_newline` in `return f(x)y`) are absent from `children`, so their place
+    is inferred: the first point where two children meet on one line, which is where a statement
+    separator went missing, else the node's end.
+    """
+    children = node.children
+    for left, right in zip(children, children[1:]):
+        if left.end_point[0] == right.start_point[0]:
+            return left.end_byte
+    return node.end_byte
 
 
-def _errors_in(tree: tree_sitter.Tree) -> int:
-    """How many ERROR and MISSING nodes a tree has (only subtrees flagged with errors are walked)."""
-    count = 0
+def _error_nodes(tree: tree_sitter.Tree) -> list[tuple[tree_sitter.Node, int, int, bool]]:
+    """(node, start byte, end byte, missing) for every error, outermost first, in document order.
+
+    Only subtrees flagged with errors are walked. A flagged node with no error of its own and no
+    flagged child holds a hidden MISSING node; it is reported as a zero-width MISSING error.
+    """
+    found = []
     stack = [tree.root_node] if tree.root_node.has_error else []
     while stack:
         node = stack.pop()
-        count += node.is_error or node.is_missing
-        if node.has_error:
-            stack.extend(node.children)
-    return count
+        flagged = [child for child in node.children if child.has_error or child.is_error or child.is_missing]
+        if node.is_error or node.is_missing:
+            found.append((node, node.start_byte, node.end_byte, node.is_missing))
+        elif node.has_error and not flagged:
+            at = _hidden_missing_at(node)
+            found.append((node, at, at, True))
+        stack.extend(reversed(flagged))
+    return found
+
+
+def error_spans(tree: tree_sitter.Tree, index: Utf8Index) -> list[ErrorSpan]:
+    """Every ERROR and MISSING node, outermost first, in document order."""
+    return [
+        ErrorSpan(index.to_str(start), index.to_str(end), missing, node.type if node.is_error or node.is_missing else "MISSING")
+        for node, start, end, missing in _error_nodes(tree)
+    ]
+
+
+def _errors_in(tree: tree_sitter.Tree) -> int:
+    """How many ERROR and MISSING nodes a tree has."""
+    return len(_error_nodes(tree))
 
 
 # One request asks for the error count of the same texts several times (the context without a
@@ -163,6 +183,15 @@ def count_errors(text: str, spec: LanguageSpec) -> int:
             _ERROR_COUNTS.move_to_end(key)
             return known
     return _remember(key, _errors_in(parse(text, spec)))
+
+
+def first_error(text: str, spec: LanguageSpec) -> int | None:
+    """The `str` offset where the text's first syntax error starts, None when it parses cleanly."""
+    tree = parse(text, spec)
+    found = _error_nodes(tree)
+    if not found:
+        return None
+    return Utf8Index(text).to_str(min(start for _, start, _, _ in found))
 
 
 def remember_errors(text: str, spec: LanguageSpec, tree: tree_sitter.Tree) -> None:
