@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-python test-editors test-vllm test-vscode vscode bench bench-full bench-quick corpus train clean
+.PHONY: serving-venv setup demo test test-python test-editors test-vllm test-vscode vscode bench bench-full bench-quick corpus train clean
 
 setup: $(STAMP)
 
@@ -74,5 +74,17 @@ train: $(STAMP)
 	@test -f $${DG_LSP_CORPUS:-$$HOME/.cache/dg-lsp/corpus}/manifest.json || $(MAKE) corpus
 	$(BIN)/python -m dg_engine.train continue --minutes $(MINUTES) --procs $(PROCS)
 
+# A second environment holding only what `pip install dg-lsp` gives a user (no extras): the memory
+# benchmark measures the server's peak there too (benchmarks/memory.py picks it up when it exists).
+SERVING := .venv-serving
+serving-venv: $(SERVING)/.installed
+
+$(SERVING)/.installed: pyproject.toml
+	test -x $(SERVING)/bin/python || $(PY) -m venv $(SERVING)
+	$(SERVING)/bin/python -m pip install -q --upgrade pip
+	$(SERVING)/bin/python -m pip install -q $(TORCH)
+	$(SERVING)/bin/python -m pip install -q -e .
+	touch $@
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(SERVING) build *.egg-info

@@ -40,8 +40,10 @@ def utf16_position(text: str, offset: int) -> types.Position:
 class Server:
     """One server process with a connected client; use as `async with Server(model) as s:`."""
 
-    def __init__(self, model: str, *extra_args: str, options: dict | None = None, ready_timeout: float = 180.0):
+    def __init__(self, model: str, *extra_args: str, options: dict | None = None, ready_timeout: float = 180.0,
+                 python: str | None = None):
         self.model = model
+        self.python = python or sys.executable  # another environment's interpreter: another install
         self.extra_args = extra_args
         self.options = options or {}
         self.ready_timeout = ready_timeout
@@ -54,7 +56,7 @@ class Server:
     async def __aenter__(self) -> "Server":
         env = dict(os.environ, DG_LSP_CONFIG="/nonexistent", HF_HUB_OFFLINE="1", DG_LSP_LOG=os.environ.get("DG_LSP_LOG", "WARNING"), TOKENIZERS_PARALLELISM="false")
         args = ["-m", "dg_lsp", "serve", "--model", self.model, *self.extra_args]
-        await self.client.start_io(sys.executable, *args, env=env)
+        await self.client.start_io(self.python, *args, env=env)
         self.pid = self.client._server.pid
         self._drain = asyncio.ensure_future(self._read_stderr())
         caps = types.ClientCapabilities(

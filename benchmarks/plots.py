@@ -87,7 +87,7 @@ def kv_reuse(d: dict, path: Path) -> Path:
 def memory(d: dict, path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4))
     runs = d["runs"]
-    names = [r["quantization"] for r in runs]
+    names = [f"{r['quantization']} ({r['install']})" if "install" in r else r["quantization"] for r in runs]
     xs = range(len(runs))
     left.bar([x - 0.2 for x in xs], [r["peak_rss_mb"] for r in runs], width=0.4, label="server peak RSS")
     left.bar([x + 0.2 for x in xs], [r["engine_memory_mb"] for r in runs], width=0.4, label="model weights (memoryBytes)")

@@ -120,9 +120,14 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
             rows.append(("kv_reuse", "fill with reuse = fill without (same seed)", str(same), "True", same))
     if "memory" in r:
         d = r["memory"]
+        judged = "serving" if any(run.get("install") == "serving" for run in d["runs"]) else "dev"
         for run in d["runs"]:
-            rows.append(("memory", f"peak RSS, {run['quantization']}", f"{run['peak_rss_mb']:.0f} MB (engine {run['engine_memory_mb']:.1f} MB)",
-                         f"≤ {d['targets']['peak_rss_mb']:.0f} MB", run["peak_rss_mb"] <= d["targets"]["peak_rss_mb"]))
+            install = run.get("install", "dev")
+            where = f"{install} install, " if judged == "serving" else ""
+            # The target is judged on a user's install: the serving one when it was measured.
+            rows.append(("memory", f"peak RSS, {where}{run['quantization']}", f"{run['peak_rss_mb']:.0f} MB (engine {run['engine_memory_mb']:.1f} MB)",
+                         f"≤ {d['targets']['peak_rss_mb']:.0f} MB" if install == judged else "",
+                         run["peak_rss_mb"] <= d["targets"]["peak_rss_mb"] if install == judged else None))
             if "rssanon_after_requests_mb" in run:
                 rows.append(("memory", f"RSS after requests, {run['quantization']}: private / mapped files",
                              f"{run['rssanon_after_requests_mb']:.0f} / {run['rssfile_after_requests_mb']:.0f} MB", "", None))

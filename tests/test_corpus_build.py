@@ -463,3 +463,14 @@ def test_cli_refuses_a_cache_inside_the_repository() -> None:
         main(["--cache", str(REPO_ROOT / "corpus-cache"), "--skip-download"])
     assert exit_info.value.code == 2
     assert corpus.main([]) == 2 and os.path.exists(corpus.__file__)
+
+
+def test_building_without_the_training_extra_says_what_to_install(monkeypatch, capsys):
+    # The server's install leaves datasketch out; the build must say so rather than fail on import.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasketch", None)
+    for name in ("dg_engine.train.corpus_build", "dg_engine.train.dedup"):
+        monkeypatch.delitem(sys.modules, name)
+    assert corpus.main(["build", "--skip-download"]) == 2
+    assert "pip install 'dg-lsp[train]'" in capsys.readouterr().err

@@ -37,3 +37,13 @@ def test_the_shipped_model_fills_through_the_server_pipeline(embedded):
     code = "def f(x):\n\tif x:\n        return {'a': [1, 2]}  # é 😀\n"
     ids = embedded.tokenizer(code, add_special_tokens=False)["input_ids"]
     assert embedded.tokenizer.decode(ids) == code
+
+
+def test_the_shipped_model_closes_the_bracket_as_ghost_text():
+    # The first of the obvious fills (benchmarks/obvious.py) the shipped model gets, through the
+    # server's own pipeline at fp32. The other four are still measured there, not asserted here.
+    from benchmarks.obvious import CASES, fill_case
+
+    engine = load_engine(EngineConfig(model="embedded", device="cpu", dtype="float32", quantization="none"))
+    case = next(c for c in CASES if c.name == "closing bracket")
+    assert fill_case(engine, case).strip() == case.want

@@ -182,8 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m dg_engine.train.corpus build [--cache DIR] [--only NAME,...]"
               " [--skip-download] [--workers N]")
         return 2
-    from .corpus_build import main as build_main
-
+    try:
+        from .corpus_build import main as build_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "datasketch":
+            raise
+        # Building the corpus is training work; the server's install leaves its libraries out.
+        print("building the corpus needs the training extra: pip install 'dg-lsp[train]'", file=sys.stderr)
+        return 2
     return build_main(args[1:])
 
 
