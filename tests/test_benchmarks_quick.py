@@ -175,9 +175,13 @@ def test_kv_reuse_quick():
 def test_memory_quick():
     from benchmarks import memory
 
-    memory.main(["--quick"])
+    # This interpreter stands in for the serving install, so the second measurement runs anywhere.
+    memory.main(["--quick", "--serving-python", sys.executable])
     data = written("memory")
-    assert [r["quantization"] for r in data["runs"]] == ["none", "int8"]
+    assert [(r["install"], r["quantization"]) for r in data["runs"]] == [
+        ("dev", "none"), ("dev", "int8"), ("serving", "none"), ("serving", "int8")]
+    assert data["installs"]["serving"]["python"] == sys.executable
+    assert data["installs"]["dev"]["scipy"] == data["installs"]["serving"]["scipy"]
     for run in data["runs"]:
         assert 50 < run["peak_rss_mb"] < 4000 and run["engine_memory_mb"] > 0
         assert run["peak_rss_mb"] >= run["rss_after_load_mb"] * 0.99
