@@ -7,7 +7,7 @@ import random
 import pytest
 
 from dg_lsp.syntax import DocumentTree, Utf8Index, language_for
-from dg_lsp.syntax.tree import count_errors, parse
+from dg_lsp.syntax.tree import ShorterFills, count_errors, parse
 
 TRICKY = ["😀", "中文", "é", "e\u0301", "👩\u200d👩\u200d👧", "𝔘", "\n", "  ", "\t", "(", ")", "{", "}", ":", ";", "x", "=", "\"", "'''", "# ", "// ", "1", "def ", "return "]
 
@@ -117,6 +117,19 @@ def test_a_missing_hidden_token_is_an_error_where_it_is_missing() -> None:
     assert error.missing and error.start == error.end == text.index("values\n")
     assert count_errors(text, language_for("python", None)) == 1
     assert count_errors(text.replace(")values", ")"), language_for("python", None)) == 0
+
+
+def test_shorter_fills_count_errors_as_fresh_parses_do() -> None:
+    spec = language_for("python", None)
+    prefix, suffix = "def f(values):\n    return sum(values", "\n\nx = 1\n"
+    shorter = ShorterFills(prefix, ")values", suffix, spec)
+    assert shorter.first_error() == 1  # the statement ends after `)`; `values` starts a second one
+    fill = ")values + [1, (2"
+    shorter = ShorterFills(prefix, fill, suffix, spec)
+    for cut in range(len(fill) - 1, -1, -1):
+        assert shorter.errors(cut) == count_errors(prefix + fill[:cut] + suffix, spec), cut
+    with pytest.raises(ValueError):
+        shorter.errors(1)
 
 
 def test_clean_document_has_no_errors() -> None:

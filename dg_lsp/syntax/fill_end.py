@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .context import HoleContext
 from .kinds import effective_next_indent
@@ -33,6 +34,9 @@ from .lines import (
     starts_with_closer,
     tab_width_for,
 )
+
+if TYPE_CHECKING:
+    from .tree import ShorterFills
 
 _BRACKET_OPENERS = tuple(BRACKET_PAIRS)
 
@@ -202,7 +206,7 @@ SALVAGE_CUTS = 16
 def salvage_cut(
     fill: str, ctx: HoleContext, spec: LanguageSpec | None,
     count_errors: Callable[[str, LanguageSpec], int],
-    first_error: Callable[[str, LanguageSpec], int | None],
+    shorter: Callable[[str, str, str, LanguageSpec], "ShorterFills"],
 ) -> int:
     """How much of a fill that breaks the file to keep: its longest start that breaks it least.
 
@@ -215,23 +219,18 @@ def salvage_cut(
     """
     if spec is None or not fill.strip():
         return len(fill)
-
-    def errors(count: int) -> int:
-        return count_errors(ctx.prefix + fill[:count] + ctx.suffix, spec)
-
-    best, fewest = len(fill), errors(len(fill))
+    best, fewest = len(fill), count_errors(ctx.prefix + fill + ctx.suffix, spec)
     if fewest == 0:
         return best
-    error_at = first_error(ctx.prefix + fill + ctx.suffix, spec)
-    limit = len(fill)
-    if error_at is not None and len(ctx.prefix) <= error_at < len(ctx.prefix) + len(fill):
-        limit = error_at - len(ctx.prefix)
+    parses = shorter(ctx.prefix, fill, ctx.suffix, spec)
+    error_at = parses.first_error()
+    limit = error_at if error_at is not None and 0 <= error_at < len(fill) else len(fill)
     # Later lines are kept whole or not at all: a stray start of a line is rarely what was meant.
     first_line = fill.find("\n") if "\n" in fill else len(fill)
     ends = {m.end() for m in _TOKEN.finditer(fill, 0, first_line)} | {i for i, c in enumerate(fill) if c == "\n"}
     ends = sorted((end for end in ends if 0 < end <= limit and end < len(fill)), reverse=True)
     for cut in ends[:SALVAGE_CUTS]:
-        count = errors(cut)
+        count = parses.errors(cut)
         if count < fewest:
             best, fewest = cut, count
             if count == 0:

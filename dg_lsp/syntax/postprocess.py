@@ -23,7 +23,7 @@ from .lines import (
     render_indent,
     tab_width_for,
 )
-from .tree import count_errors, first_error
+from .tree import ShorterFills, count_errors
 
 _QUOTES = "\"'`"
 
@@ -211,7 +211,7 @@ def postprocess(
             # A multi-line body between braces on one line must not end on the closer's line.
             result += "\n" + ctx.indent
     if check_syntax and salvage and ctx.kind is not HoleKind.PARAGRAPH and not ctx.in_text_block:
-        kept = result[: salvage_cut(result, ctx, spec, count_errors, first_error)]
+        kept = result[: salvage_cut(result, ctx, spec, count_errors, ShorterFills)]
         result = kept if kept.strip() else result
     return result.replace("\n", "\r\n") if crlf else result
 
