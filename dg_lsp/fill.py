@@ -171,7 +171,10 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
     chat = getattr(getattr(engine, "format", None), "name", "") == "chat"
     for cand in result.candidates:
         if not rewriting and spec is not None and job.settings.syntax_repair:
-            cand, rounds = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds)
+            # Ghost text must keep up with typing: there a fill whose salvaged start parses is
+            # shown as that start, and only one that cannot be salvaged costs re-noising rounds.
+            cand, rounds = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds,
+                                  salvage=job.mode == "inline")
             repair_rounds += rounds
         raw = clean_chat_answer(cand.text, ctx.prefix) if chat and not rewriting else cand.text
         text = raw if rewriting else postprocess(raw, ctx, spec)
@@ -221,13 +224,14 @@ def error_positions(cand, ctx: HoleContext, spec, neighbourhood: int = 2) -> lis
     return sorted(p for p in bad if 0 <= p < len(cand.canvas))
 
 
-def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds: int):
+def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds: int, salvage: bool = False):
     """Syntax-guided re-noising: re-denoise the tokens around new syntax errors, the rest clamped.
 
+    With `salvage`, a fill whose salvaged start adds no errors counts as needing no repair.
     Returns the repaired candidate and the number of re-noising rounds that ran.
     """
     for done in range(rounds):
-        if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec, salvage=False), spec):
+        if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec, salvage=salvage), spec):
             return cand, done
         positions = error_positions(cand, ctx, spec)
         if not positions:

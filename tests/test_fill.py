@@ -41,10 +41,11 @@ def test_syntax_repair_renoises_tokens_of_fills_that_add_errors(engine, monkeypa
     monkeypatch.setattr(engine, "renoise", spy)
     text = "def f(x):\n    return (x + \n"
     # Noise from a random model nearly always breaks the syntax, so repair must kick in.
-    run_fill(engine, job(text, len("def f(x):\n    return (x + "), mode="inline", repairRounds=2), None)
+    # (Code actions: ghost text first salvages a start that parses and repairs only when none does.)
+    run_fill(engine, job(text, len("def f(x):\n    return (x + "), mode="fim", repairRounds=2, variableLength=False), None)
     assert calls and all(positions == sorted(set(positions)) for positions in calls)
     calls.clear()
-    run_fill(engine, job(text, len("def f(x):\n    return (x + "), mode="inline", syntaxRepair=False), None)
+    run_fill(engine, job(text, len("def f(x):\n    return (x + "), mode="fim", syntaxRepair=False, variableLength=False), None)
     assert calls == []
 
 

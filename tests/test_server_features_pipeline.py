@@ -56,9 +56,10 @@ async def fim_action(client, uri: str, pos: types.Position) -> dict:
 
 
 async def test_syntax_repair_renoises_a_fill_that_breaks_the_file(client):
-    # Between an open parenthesis and its closing one the untrained model's tokens almost never
-    # parse, so the unrepaired fill adds a syntax error; the seed makes that reproducible.
-    text, pos = position_of("def total(xs):\n    return sum(<|>)\n\n\nprint(total([1, 2]))\n", "<|>")
+    # Between a `def`'s parameters and its colon no start of the untrained model's tokens parses
+    # (only `->` could), so even salvaged the unrepaired fill adds a syntax error; the seed makes
+    # that reproducible.
+    text, pos = position_of("def total(xs)<|>:\n    return sum(xs)\n\n\nprint(total([1, 2]))\n", "<|>")
     uri = (client.root / "repair.py").as_uri()
     open_doc(client, uri, text)
 
@@ -80,7 +81,7 @@ async def test_syntax_repair_renoises_a_fill_that_breaks_the_file(client):
 async def test_valid_only_hides_ghost_text_that_would_break_the_file(client):
     # The same seeded, unrepaired fill as above breaks the file; with inline.validOnly the server
     # still makes it (dg.status says so) but shows nothing, and shows it again once switched off.
-    text, pos = position_of("def total(xs):\n    return sum(<|>)\n\n\nprint(total([1, 2]))\n", "<|>")
+    text, pos = position_of("def total(xs)<|>:\n    return sum(xs)\n\n\nprint(total([1, 2]))\n", "<|>")
     uri = (client.root / "valid_only.py").as_uri()
     open_doc(client, uri, text)
     params = types.InlineCompletionParams(
