@@ -210,7 +210,7 @@ def postprocess(
         if closer and "\n" in result and result[result.rfind("\n") :].strip():
             # A multi-line body between braces on one line must not end on the closer's line.
             result += "\n" + ctx.indent
-    if check_syntax and salvage and ctx.kind is not HoleKind.PARAGRAPH and not ctx.in_text_block:
+    if check_syntax and salvage and not ctx.in_text_block:  # (paragraphs returned above)
         kept = result[: salvage_cut(result, ctx, spec, count_errors, ShorterFills)]
         result = kept if kept.strip() else result
     return result.replace("\n", "\r\n") if crlf else result
