@@ -35,7 +35,9 @@ REQUEST_CANCELLED = -32800
 
 _CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\S*)[ \t]*\r?\n?\Z", re.IGNORECASE)
 _HEADER = re.compile(rb"^[A-Za-z0-9-]+[ \t]*:")
-_ID_VALUE = re.compile(r'\s*:\s*(-?\d+(?=\s*[,}])|"(?:[^"\\]|\\.)*")')  # a number may be cut short
+_METHOD_VALUE = re.compile(r'\s*:\s*"')  # a request's method is a string
+# An id's value must end where the pair does: a number may be cut short, a string broken into.
+_ID_VALUE = re.compile(r'\s*:\s*(-?\d+(?=\s*[,}])|"(?:[^"\\]|\\.)*"(?=\s*(?:[,}]|\Z)))')
 
 
 # --- Framing -------------------------------------------------------------------------------------
@@ -122,7 +124,9 @@ class FrameReader:
     def _skip(self, garbage: bytes) -> None:
         """Bytes outside any frame. If they are a request whose header was broken, answer it."""
         self.skipped_bytes += len(garbage)
-        msg_id = salvage_id(garbage[:SALVAGE_BYTES].decode("utf-8", "replace"))
+        if not garbage.lstrip().startswith(b"{"):
+            return  # The tail of a message cut short by its Content-Length: its ids are not a request's.
+        msg_id = salvage_id(garbage[:SALVAGE_BYTES].decode("utf-8", "replace"), alone=True)
         if msg_id is not None:
             self._pending.append(Unparsable("a request without a valid Content-Length header was skipped", msg_id))
 
@@ -172,8 +176,13 @@ class FrameReader:
         return self._take(length)
 
 
-def salvage_id(text: str) -> int | str | None:
-    """The id of a request in broken JSON text: a top-level "id" next to a top-level "method"."""
+def salvage_id(text: str, alone: bool = False) -> int | str | None:
+    """The id of a request in broken JSON text: a top-level "id" next to a top-level "method".
+
+    Only the first top-level value is read. With `alone`, it must not be followed by more JSON
+    structure (a closing bracket or a comma): bytes outside any frame that close an object and go on
+    so are the tail of a message cut short by its Content-Length, and that tail's ids are no request's.
+    """
     text = text[:SALVAGE_BYTES]
     depth, i, n = 0, 0, len(text)
     found: int | str | None = None
@@ -195,7 +204,7 @@ def salvage_id(text: str) -> int | str | None:
                             found = json.loads(m.group(1))
                         except ValueError:
                             found = None
-                elif key == '"method"' and text[j + 1 : j + 40].lstrip().startswith(":"):
+                elif key == '"method"' and _METHOD_VALUE.match(text, j + 1):
                     method = True
             i = j + 1
             continue
@@ -203,6 +212,10 @@ def salvage_id(text: str) -> int | str | None:
             depth += 1
         elif ch in "}]":
             depth -= 1
+            if depth <= 0:  # The first top-level value ended: what follows is another message, or garbage.
+                if alone and text[i + 1 :].lstrip()[:1] in ("}", "]", ","):
+                    return None  # ...unless it goes on as JSON: then this was an inner value.
+                break
         i += 1
     return found if method else None
 
@@ -212,8 +225,10 @@ def parse_body(body: bytes) -> Any:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Unparsable(f"the message is not valid UTF-8 ({exc.reason} at byte {exc.start})",
-                          salvage_id(body[:SALVAGE_BYTES].decode("utf-8", "replace")))
+        msg_id = salvage_id(body[:SALVAGE_BYTES].decode("utf-8", "replace"))
+        if isinstance(msg_id, str) and "\ufffd" in msg_id:
+            msg_id = None  # The broken bytes are in the id itself: no client would recognise the reply.
+        return Unparsable(f"the message is not valid UTF-8 ({exc.reason} at byte {exc.start})", msg_id)
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:

@@ -377,6 +377,30 @@ def test_salvage_id_only_trusts_a_top_level_request_id():
     assert salvage_id('{"id": 12, "result": {') is None  # a response, not a request
     assert salvage_id('{"id": 1') is None  # the number may be cut short
     assert salvage_id('{"method": "x", "params": {"s": "\\"id\\": 4"}, "id": 5,') == 5
+    assert salvage_id('{"method": null, "id": 5, ') is None  # a method is a string
+    assert salvage_id('{"id": ""z[a}, "method": "m"') is None  # bytes were inserted into the id
+    # Only the first top-level value counts: the tail of a message cut short by its length header
+    # reads as closing brackets and then the keys of some inner object.
+    assert salvage_id('"x": 1}}, {"id": 0, "method": "m"}') is None
+
+
+def test_the_tail_of_a_message_cut_short_gets_no_reply():
+    """A Content-Length shorter than its body leaves the rest as garbage; its inner ids are nobody's."""
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "m", "params": {"a": {"id": 0, "method": "n"}}}'
+    cut = body.index(b'{"id": 0')
+    data = b"Content-Length: %d\r\n\r\n%s\r\n" % (cut, body)
+    items = frames(data)
+    assert isinstance(items[0], bytes) and isinstance(parse_body(items[0]), Unparsable)
+    assert parse_body(items[0]).id == 7  # the request's own id, salvaged from its head
+    assert len(items) == 1  # no reply for the tail's id 0
+    # A whole request whose header was broken still gets its error reply.
+    whole = frames(b"Content-Lenth: 12\r\n\r\n" + body + b"\r\n")
+    assert [getattr(i, "id", None) for i in whole] == [7]
+
+
+def test_an_id_broken_by_bad_bytes_is_not_salvaged():
+    assert parse_body(b'{"id": "s-1\xff", "method": "m", ').id is None
+    assert parse_body(b'{"id": "s-1", "method": "m", \xff').id == "s-1"
 
 
 def test_parse_body_reports_unparsable_text():
