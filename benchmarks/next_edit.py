@@ -9,7 +9,12 @@ as the server does, and judges what the user would be shown:
 * right: every line the suggestion changes is changed as the edit implies, and it changes one;
 * precision: right among shown (a wrong suggestion costs the user attention);
 * latency: the wall time of `suggest` (the model's windows) on this machine; the server's pause
-  (`nextEdit.debounceMs`, 300 ms by default) comes before it when the server starts the run.
+  (`nextEdit.debounceMs`, 300 ms by default) comes before it when the server starts the run;
+* rules alone: the same judgement of what `dg_lsp.implied` proposes before the model sees it, so
+  that the model's part (it only judges those proposals) shows on its own.
+
+The traces are of the four shapes the proposals know, so for the edits of a real session, where
+many edits imply nothing and some imply what no rule reads, these shares are an upper bound.
 
     python -m benchmarks.next_edit [--model DIR] [--per-kind 25] [--quick]
 """
@@ -28,6 +33,7 @@ from dg_engine.train.traces import KINDS, Trace, make_trace
 from dg_lsp.documents import Snapshot
 from dg_lsp.edit_history import EditHistory
 from dg_lsp.edits import apply_edits
+from dg_lsp.implied import implied_edits
 from dg_lsp.next_edit import NextEditJob, suggest
 from dg_lsp.settings import Settings
 
@@ -79,10 +85,11 @@ def _changes(old: str, new: str) -> set[tuple[int, tuple, tuple]]:
     return out
 
 
-def judge(trace: Trace, suggestion) -> bool:
-    if suggestion is None:
+def judge(trace: Trace, edits) -> bool:
+    """Whether edits (start, end, text, ...) are right: each line they change, changed as implied."""
+    if not edits:
         return False
-    made = _changes(trace.current, apply_edits(trace.current, [e[:3] for e in suggestion.edits]))
+    made = _changes(trace.current, apply_edits(trace.current, [e[:3] for e in edits]))
     return bool(made) and made <= _changes(trace.current, trace.after)
 
 
@@ -97,10 +104,13 @@ def run(engine, cases: list[Trace], settings: Settings) -> dict:
         started = time.perf_counter()
         suggestion = suggest(engine, job, NeverCancelled())
         latencies.append((time.perf_counter() - started) * 1000)
-        row = per_kind.setdefault(trace.kind, {"cases": 0, "shown": 0, "right": 0})
+        rules = implied_edits(trace.current, job.hunks[-1])
+        row = per_kind.setdefault(trace.kind, {"cases": 0, "shown": 0, "right": 0, "rules_proposed": 0, "rules_right": 0})
         row["cases"] += 1
         row["shown"] += suggestion is not None
-        row["right"] += judge(trace, suggestion)
+        row["right"] += judge(trace, suggestion.edits if suggestion is not None else [])
+        row["rules_proposed"] += bool(rules)
+        row["rules_right"] += judge(trace, rules)
     table = {}
     for kind, row in per_kind.items():
         table[kind] = {**row, "shown_share": round(row["shown"] / row["cases"], 3),
@@ -114,10 +124,12 @@ def run(engine, cases: list[Trace], settings: Settings) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = ["| kind | cases | shown | right | precision |", "|---|---:|---:|---:|---:|"]
+    lines = ["| kind | cases | shown | right | precision | rules alone: proposed | right |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for kind, r in result["kinds"].items():
         precision = "-" if r["precision"] is None else f"{r['precision']:.0%}"
-        lines.append(f"| {kind} | {r['cases']} | {r['shown_share']:.0%} | {r['right_share']:.0%} | {precision} |")
+        lines.append(f"| {kind} | {r['cases']} | {r['shown_share']:.0%} | {r['right_share']:.0%} | {precision} | "
+                     f"{r['rules_proposed'] / r['cases']:.0%} | {r['rules_right'] / r['cases']:.0%} |")
     lat = result["latency_ms"]
     lines.append(f"\nlatency of a suggestion: p50 {lat['p50']:.0f} ms, p95 {lat['p95']:.0f} ms")
     return "\n".join(lines)

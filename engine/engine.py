@@ -158,7 +158,8 @@ class Engine:
     def _fill(self, request: FillRequest, cancel, on_step) -> FillResult:
         options = self.options(request)
         if request.seed_text is not None:
-            prompt = self.format.rewrite_ids(request.prefix, request.seed_text, request.suffix, request.instruction)
+            prompt = self.format.rewrite_ids(request.prefix, request.seed_text, request.suffix, request.instruction,
+                                             request.chunks)
         else:
             prompt = self.format.infill_ids(request.prefix, request.suffix, request.chunks)
         started = time.perf_counter()

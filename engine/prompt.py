@@ -47,7 +47,9 @@ class PromptFormat(Protocol):
         self, prefix: str, suffix: str, chunks: Sequence[str] = (), middle_so_far: str = ""
     ) -> list[int]: ...
 
-    def rewrite_ids(self, prefix: str, text: str, suffix: str, instruction: str | None) -> list[int]: ...
+    def rewrite_ids(
+        self, prefix: str, text: str, suffix: str, instruction: str | None, chunks: Sequence[str] = ()
+    ) -> list[int]: ...
 
 
 def encode(tokenizer, text: str) -> list[int]:
@@ -96,10 +98,13 @@ class FimFormat:
         ids += [s.fim_middle, *encode(self.tokenizer, middle_so_far)]
         return ids
 
-    def rewrite_ids(self, prefix: str, text: str, suffix: str, instruction: str | None) -> list[int]:
+    def rewrite_ids(
+        self, prefix: str, text: str, suffix: str, instruction: str | None, chunks: Sequence[str] = ()
+    ) -> list[int]:
         # A FIM model rewrites by re-filling the hole that the text occupies; the text itself
-        # goes on the canvas as the seed, so the prompt is the plain infill prompt.
-        return self.infill_ids(prefix, suffix)
+        # goes on the canvas as the seed, so the prompt is the plain infill prompt, with the
+        # chunks (a next edit's recent edits) where the training examples had them.
+        return self.infill_ids(prefix, suffix, chunks)
 
     def canvas_ids(self, middle: str, canvas_length: int) -> list[int]:
         """The clean canvas for a middle: its tokens, end of middle, then padding (training)."""
@@ -135,8 +140,10 @@ class ChatFormat:
         ids = self._chat(infill_instruction(prefix + middle_so_far, suffix, chunks))
         return ids + encode(self.tokenizer, middle_so_far)
 
-    def rewrite_ids(self, prefix: str, text: str, suffix: str, instruction: str | None) -> list[int]:
-        return self._chat(rewrite_instruction(prefix, text, suffix, instruction))
+    def rewrite_ids(
+        self, prefix: str, text: str, suffix: str, instruction: str | None, chunks: Sequence[str] = ()
+    ) -> list[int]:
+        return self._chat(rewrite_instruction(prefix, text, suffix, instruction, chunks))
 
 
 def infill_instruction(prefix: str, suffix: str, chunks: Sequence[str] = ()) -> str:
@@ -145,10 +152,13 @@ def infill_instruction(prefix: str, suffix: str, chunks: Sequence[str] = ()) -> 
     return _INFILL_INSTRUCTION.format(marker=HOLE_MARKER, code=context + prefix + HOLE_MARKER + suffix)
 
 
-def rewrite_instruction(prefix: str, text: str, suffix: str, instruction: str | None) -> str:
+def rewrite_instruction(
+    prefix: str, text: str, suffix: str, instruction: str | None, chunks: Sequence[str] = ()
+) -> str:
     """The user message that asks an instruction-tuned model to rewrite a marked span."""
     how = f" as follows: {instruction}" if instruction else " so that it reads better"
-    return _REWRITE_INSTRUCTION.format(how=how, code=f"{prefix}<REWRITE>{text}</REWRITE>{suffix}")
+    context = "".join(f"Other file excerpt:\n{c}\n\n" for c in chunks)
+    return _REWRITE_INSTRUCTION.format(how=how, code=f"{context}{prefix}<REWRITE>{text}</REWRITE>{suffix}")
 
 
 @dataclass(frozen=True)
@@ -212,10 +222,12 @@ class PinnedFormat:
                 ids += [s.file_separator, *encode(self.tokenizer, chunk)]
         return ids + encode(self.tokenizer, prefix + middle_so_far)
 
-    def rewrite_ids(self, prefix: str, text: str, suffix: str, instruction: str | None) -> list[int]:
+    def rewrite_ids(
+        self, prefix: str, text: str, suffix: str, instruction: str | None, chunks: Sequence[str] = ()
+    ) -> list[int]:
         if isinstance(self.base, ChatFormat) or self.specials.has_fim:
-            return self.base.rewrite_ids(prefix, text, suffix, instruction)
-        return self.infill_ids(prefix, suffix)  # no sentinels, no template: the text re-fills its place
+            return self.base.rewrite_ids(prefix, text, suffix, instruction, chunks)
+        return self.infill_ids(prefix, suffix, chunks)  # no sentinels, no template: the text re-fills its place
 
     def suffix_head(self, suffix: str) -> list[int]:
         """The suffix tokens pinned after the free positions."""

@@ -313,7 +313,8 @@ class RemoteEngine:
 
     def _chat(self, served: Served, request: FillRequest, cancel, on_step):
         if request.seed_text is not None:
-            content = rewrite_instruction(request.prefix, request.seed_text, request.suffix, request.instruction)
+            content = rewrite_instruction(request.prefix, request.seed_text, request.suffix, request.instruction,
+                                          request.chunks)
         else:
             content = infill_instruction(request.prefix, request.suffix, request.chunks)
         width = self.canvas_length(request)

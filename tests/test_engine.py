@@ -125,6 +125,18 @@ def test_rewrite_keeps_most_of_the_seed(engine):
     assert same >= len(ids) - 2
 
 
+def test_a_rewrite_prompt_carries_the_chunks_as_a_fill_does(engine):
+    """A next edit's recent edits reach the model: its training examples had them as chunks."""
+    chunk = "@@ line 3\n-    w = 1\n+    width = 1\n"
+    fmt = engine.format
+    assert fmt.rewrite_ids(PREFIX, "x", SUFFIX, None, (chunk,)) == fmt.infill_ids(PREFIX, SUFFIX, (chunk,))
+    plain = engine.fill(FillRequest(PREFIX, SUFFIX, seed_text="w * h", max_steps=1, reuse_cache=False))
+    with_edit = engine.fill(FillRequest(PREFIX, SUFFIX, seed_text="w * h", max_steps=1, reuse_cache=False,
+                                        chunks=(chunk,)))
+    added = len(fmt.infill_ids("", "", (chunk,))) - len(fmt.infill_ids("", ""))
+    assert added > 0 and with_edit.prompt_tokens == plain.prompt_tokens + added
+
+
 def test_n_candidates_come_from_one_batch(engine, monkeypatch):
     calls = count_forwards(engine, monkeypatch)
     result = engine.fill(FillRequest(PREFIX, SUFFIX, n=4))

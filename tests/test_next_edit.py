@@ -100,22 +100,35 @@ def _renamed():
     return type_into(h, "u", SRC, SRC.index("w, h") + 1, "idth"), h
 
 
-def test_a_confident_rewrite_becomes_minimal_edits_in_the_document():
-    text, h = _renamed()
-    engine = ScriptedEngine(lambda seed: seed.replace("= w *", "= width *"), 0.9)
+def keep(seed: str) -> str:
+    return seed
+
+
+def test_an_implied_edit_the_model_keeps_becomes_a_minimal_edit_in_the_document():
+    text, h = _renamed()  # `w` became `width` in the signature
+    engine = ScriptedEngine(keep, 0.9)
     s = suggest(engine, _job(text, h), NeverCancelled())
     assert s is not None and s.version == 9 and s.confidence == 0.9
     assert [(text[a:b], new) for a, b, new, _ in s.edits] == [("w", "width")]
     assert "total = width * h" in apply_edits(text, [e[:3] for e in s.edits])
-    # The prompt carries the edit as a hunk, and the seed is the window around it.
+    # The prompt carries the edit as a hunk; the seed is the window around it, the use renamed.
     request = engine.requests[0]
-    assert request.chunks == edit_chunks(h.recent("u")) and request.seed_text in text
-    assert split_window(text, window_lines(len(text.splitlines()), 1))[1] == request.seed_text
+    assert request.chunks == edit_chunks(h.recent("u"))
+    window = split_window(text, window_lines(len(text.splitlines()), 1))[1]
+    assert request.seed_text == window.replace("total = w * h", "total = width * h")
+
+
+def test_an_implied_edit_the_model_rewrites_is_not_shown():
+    text, h = _renamed()
+    back = ScriptedEngine(lambda seed: seed.replace("= width *", "= w *"), 0.99)  # it disagrees
+    assert suggest(back, _job(text, h), NeverCancelled()) is None
+    other = ScriptedEngine(lambda seed: seed.replace("= width *", "= wide *"), 0.99)
+    assert suggest(other, _job(text, h), NeverCancelled()) is None
 
 
 def test_an_unsure_rewrite_is_not_shown():
     text, h = _renamed()
-    engine = ScriptedEngine(lambda seed: seed.replace("= w *", "= width *"), 0.3)
+    engine = ScriptedEngine(keep, 0.3)
     assert suggest(engine, _job(text, h), NeverCancelled()) is None
     assert suggest(engine, _job(text, h, next_edit_min_confidence=0.2), NeverCancelled()) is not None
 
@@ -123,7 +136,7 @@ def test_an_unsure_rewrite_is_not_shown():
 def test_what_the_user_just_typed_is_never_rewritten():
     text, h = _renamed()
     engine = ScriptedEngine(lambda seed: seed.replace("width", "w"), 0.99)  # undo the user's rename
-    assert suggest(engine, _job(text, h), NeverCancelled()) is None
+    assert suggest(engine, _job(text, h, next_edit_only_implied=False), NeverCancelled()) is None
 
 
 def test_a_change_the_user_undid_is_never_suggested_again():
@@ -132,46 +145,53 @@ def test_a_change_the_user_undid_is_never_suggested_again():
     text = replace(h, "u", SRC, "return total", "return total * 2")
     text = replace(h, "u", text, "total = w * h", "total = w * h * 2")
     text = replace(h, "u", text, "total = w * h * 2", "total = w * h")  # undone
+    free = {"next_edit_only_implied": False}
     engine = ScriptedEngine(lambda seed: seed.replace("total = w * h\n", "total = w * h * 2\n"), 0.99)
-    assert suggest(engine, _job(text, h), NeverCancelled()) is None
+    assert suggest(engine, _job(text, h, **free), NeverCancelled()) is None
     other = ScriptedEngine(lambda seed: seed.replace("total = w * h\n", "total = w * h / 2\n"), 0.99)
-    assert suggest(other, _job(text, h), NeverCancelled()) is not None
+    assert suggest(other, _job(text, h, **free), NeverCancelled()) is not None
 
 
 def test_only_edits_that_follow_from_the_latest_edit_are_shown():
-    text, h = _renamed()  # `w` became `width` in the signature
-    unrelated = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1"), 0.99)
-    assert suggest(unrelated, _job(text, h), NeverCancelled()) is None
-    assert suggest(unrelated, _job(text, h, next_edit_only_implied=False), NeverCancelled()) is not None  # the setting
-    mixed = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1").replace("= w *", "= width *"), 0.99)
+    text, h = _renamed()
+    # The model's own change beside the implied one is not shown; the implied one it kept is.
+    mixed = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 1"), 0.99)
     s = suggest(mixed, _job(text, h), NeverCancelled())
-    assert [(text[a:b], new) for a, b, new, _ in s.edits] == [("w", "width")]  # the use of the old name only
-    # A parameter removed: the argument it took goes from a call, though the call names neither.
-    src = "def f(a, b):\n    return a\n\n\nprint(f(1, 2))\n"
-    h = EditHistory()
-    h.open("d", src)
-    text = replace(h, "d", src, "def f(a, b):", "def f(a):")
-    dropped = ScriptedEngine(lambda seed: seed.replace("f(1, 2)", "f(1)"), 0.99)
-    s = suggest(dropped, _job(text, h, uri="d"), NeverCancelled())
-    assert s is not None and apply_edits(text, [e[:3] for e in s.edits]).endswith("print(f(1))\n")
-    # An edit of operators alone is followed by edits of the same operators.
+    assert [(text[a:b], new) for a, b, new, _ in s.edits] == [("w", "width")]
+    s = suggest(mixed, _job(text, h, next_edit_only_implied=False), NeverCancelled())  # both, when asked
+    after = apply_edits(text, [e[:3] for e in s.edits])
+    assert "total = width * h" in after and "return total + 1" in after
+    # An edit that implies nothing: the model's rewrite is shown only when the user asks for it.
     h.open("o", SRC)
     text = replace(h, "o", SRC, "total = w * h", "total = w + h")
-    assert suggest(ScriptedEngine(lambda seed: seed.replace("return total", "return total + 0"), 0.99),
-                   _job(text, h, uri="o"), NeverCancelled()) is not None
-    assert suggest(ScriptedEngine(lambda seed: seed.replace("return total", "return -total"), 0.99),
-                   _job(text, h, uri="o"), NeverCancelled()) is None
+    unrelated = ScriptedEngine(lambda seed: seed.replace("return total", "return total + 0"), 0.99)
+    assert suggest(unrelated, _job(text, h, uri="o"), NeverCancelled()) is None
+    assert unrelated.requests == []  # and the model is not even asked
+    assert suggest(unrelated, _job(text, h, uri="o", next_edit_only_implied=False), NeverCancelled()) is not None
+    # A parameter removed: the argument it took goes from a call.
+    src = "def f(a, b):\n    return a\n\n\nprint(f(1, 2))\n"
+    h.open("d", src)
+    text = replace(h, "d", src, "def f(a, b):", "def f(a):")
+    s = suggest(ScriptedEngine(keep, 0.99), _job(text, h, uri="d"), NeverCancelled())
+    assert s is not None and apply_edits(text, [e[:3] for e in s.edits]).endswith("print(f(1))\n")
 
 
 def test_a_second_window_is_tried_where_the_edit_implies_a_change():
-    far = SRC + "\n" * 30 + "print(w)\n"
+    far = "w = 1\n" + "\n" * 30 + "print(w)\n"
     h = EditHistory()
     h.open("u", far)
-    text = type_into(h, "u", far, far.index("w, h") + 1, "idth")
-    engine = ScriptedEngine(lambda seed: seed.replace("print(w)", "print(width)"), 0.9)
+    text = type_into(h, "u", far, 1, "idth")
+    engine = ScriptedEngine(keep, 0.9)
     s = suggest(engine, _job(text, h), NeverCancelled())
-    assert len(engine.requests) == 2 and s.trace["windows"][1] == len(text.splitlines()) - 1
+    # Nothing is implied near the edit, so only the window of the far use asks the model.
+    assert len(engine.requests) == 1 and s.trace["windows"] == [len(text.splitlines()) - 1]
     assert [new for _, _, new, _ in s.edits] == ["width"] and text[s.edits[0][0]:s.edits[0][1]] == "w"
+    # A `w` in another function's scope is another name: a parameter's rename stays in its `def`.
+    far = SRC + "\n" * 30 + "print(w)\n"
+    h.open("v", far)
+    text = type_into(h, "v", far, far.index("w, h") + 1, "idth")
+    s = suggest(ScriptedEngine(keep, 0.9), _job(text, h, uri="v"), NeverCancelled())
+    assert [text[a:b] for a, b, _, _ in s.edits] == ["w"] and s.edits[0][0] < text.index("print")
 
 
 def test_line_hunks_see_pure_insertions_and_deletions():
