@@ -52,8 +52,8 @@ class Settings:
     next_edit_enabled: bool = True
     next_edit_debounce_ms: int = 300
     next_edit_min_confidence: float = 0.5
-    # Only edits that share a word with the latest edit (what it implies); off for a model strong
-    # enough that its other fixes are worth a look.
+    # Only the edits the latest edit implies (`implied.py`), judged by the model; off adds the
+    # model's own changes to the window, for a model strong enough that they are worth a look.
     next_edit_only_implied: bool = True
 
     def update(self, values: Mapping[str, Any], trusted: bool = True) -> tuple["Settings", list[str]]:

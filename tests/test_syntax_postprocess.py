@@ -210,28 +210,27 @@ def test_drafts_skip_the_parses(monkeypatch) -> None:
 
 
 class _Parses:
-    """A stand-in for `ShorterFills`: the first error at `first`, `at_cut` errors after any cut."""
+    """A stand-in for `ShorterFills`: the first error inside the fill, `at_cut` errors after any cut."""
 
-    def __init__(self, first: int, at_cut: int):
-        self.first, self.at_cut = first, at_cut
+    def __init__(self, at_cut: int):
+        self.at_cut = at_cut
 
     def first_error(self) -> int:
-        return self.first
+        return 1
 
     def errors(self, cut: int) -> int:
         return self.at_cut
 
 
-def test_salvage_leaves_a_fill_alone_when_the_text_breaks_well_before_the_hole():
+def test_salvage_leaves_a_fill_alone_where_a_shorter_one_would_only_pair_quotes_differently():
     from types import SimpleNamespace
 
     from dg_lsp.syntax.fill_end import salvage_cut
 
-    prefix = "".join(f"line {i}\n" for i in range(10)) + "    x = f("
-    ctx = SimpleNamespace(prefix=prefix, suffix="\n")
-    fill = "a)\n    y = 2\n"
-    spec = object()
-    # The first error on the hole's line: the shorter start that parses better is kept.
-    assert salvage_cut(fill, ctx, spec, lambda text, spec: 3, lambda *a: _Parses(1, 0)) < len(fill)
-    # The first error ten lines up (a window that opens inside a docstring): the fill stands.
-    assert salvage_cut(fill, ctx, spec, lambda text, spec: 3, lambda *a: _Parses(-len(prefix), 0)) == len(fill)
+    fill, spec = "a)\n    y = 2\n", object()
+    code = 'def f():\n    """Doc."""\n    x = g('
+    ctx = SimpleNamespace(prefix=code, suffix="\n")
+    assert salvage_cut(fill, ctx, spec, lambda text, spec: 3, lambda *a: _Parses(0)) < len(fill)
+    # A window that opens inside a docstring: its closing quotes have no opening ones before them.
+    ctx = SimpleNamespace(prefix='the end of a docstring.\n    """\n' + code, suffix="\n")
+    assert salvage_cut(fill, ctx, spec, lambda text, spec: 3, lambda *a: _Parses(0)) == len(fill)

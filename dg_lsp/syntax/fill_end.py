@@ -201,17 +201,6 @@ def syntax_end(
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 # At most this many shorter texts are parsed per fill, so that a broken file costs a bounded time.
 SALVAGE_CUTS = 16
-SALVAGE_CONTEXT_LINES = 3  # errors that start before these last lines of the prefix are not the fill's
-
-
-def _line_start(text: str, lines: int) -> int:
-    """Where the last `lines` lines of `text` begin (the line the text ends in counts as one)."""
-    at = len(text)
-    for _ in range(lines):
-        at = text.rfind("\n", 0, at)
-        if at < 0:
-            return 0
-    return at + 1
 
 
 def salvage_cut(
@@ -233,13 +222,13 @@ def salvage_cut(
     best, fewest = len(fill), count_errors(ctx.prefix + fill + ctx.suffix, spec)
     if fewest == 0:
         return best
+    if any(ctx.prefix.count(quote) % 2 for quote in ('"""', "'''")):
+        # The prefix opens more triple quotes than it closes: it starts inside a docstring (a
+        # window cut from a long file), or the hole is in one. A shorter fill may then only pair
+        # the quotes differently and parse "better", so the fill stands.
+        return len(fill)
     parses = shorter(ctx.prefix, fill, ctx.suffix, spec)
     error_at = parses.first_error()
-    near = len(ctx.prefix) - _line_start(ctx.prefix, SALVAGE_CONTEXT_LINES)
-    if error_at is not None and error_at < -near:
-        # The text breaks well before the hole (a window that opens inside a docstring, an edit
-        # elsewhere): a shorter fill may just pair a quote differently, so the fill stands.
-        return len(fill)
     limit = error_at if error_at is not None and 0 <= error_at < len(fill) else len(fill)
     # Later lines are kept whole or not at all: a stray start of a line is rarely what was meant.
     first_line = fill.find("\n") if "\n" in fill else len(fill)
