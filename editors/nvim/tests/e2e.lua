@@ -548,7 +548,11 @@ local function stop_servers()
 end
 
 local function main()
-  for _, name in ipairs({ "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit", "learn" }) do
+  local names = { "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit", "learn" }
+  if (vim.env.DG_E2E_STEPS or "") ~= "" then -- e.g. "ready,next_edit": some steps, with any model
+    names = vim.split(vim.env.DG_E2E_STEPS, ",", { trimempty = true })
+  end
+  for _, name in ipairs(names) do
     log({ step = name })
     report.current = name
     write_report()
