@@ -183,7 +183,9 @@ def next_edit_rows(d: dict) -> list[tuple]:
     t, rows = NEXT_EDIT_TARGETS, []
     for kind, k in d["kinds"].items():
         bar = t["rename"] if kind == "rename" else t["other"]
-        rows.append(("next_edit", f"{kind} traces right ({k['cases']} cases; shown {k['shown_share']:.0%})",
+        alone = (f"; the proposals alone: {k['rules_right'] / k['cases']:.0%} right"
+                 if "rules_right" in k else "")
+        rows.append(("next_edit", f"{kind} traces right ({k['cases']} cases; shown {k['shown_share']:.0%}{alone})",
                      f"{k['right_share']:.0%}", f"≥ {bar:.0%}", k["right_share"] >= bar))
     precision = d.get("precision")
     rows.append(("next_edit", "precision of what is shown", "–" if precision is None else f"{precision:.0%}",
