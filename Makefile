@@ -39,8 +39,7 @@ test-vllm: $(STAMP)
 # server, driven through Debian's Chromium by playwright-core (editors/vscode/e2e/). Screenshots go
 # to benchmarks/results/vscode/. DG_E2E_MODEL picks the model: by default the tiny random model,
 # which rewrites whatever it is given, so every display (ghost text, the next-edit diff) is drawn;
-# the shipped model is confident enough to propose no next edit for the scenario's rename, so
-# `DG_E2E_MODEL=embedded make test-vscode` stops at that step.
+# `DG_E2E_MODEL=embedded make test-vscode` runs every step with the shipped model.
 test-vscode: $(STAMP)
 	$(MAKE) -C editors/vscode package
 	bash editors/vscode/e2e/setup.sh
