@@ -23,6 +23,7 @@ Edits are (start, end, new text) offsets into the current text, never inside the
 
 from __future__ import annotations
 
+import keyword
 import re
 
 from dg_engine.nextedit import Hunk
@@ -38,9 +39,7 @@ SCOPE = re.compile(r"^(\s*)(?:async\s+def|def|class)\b")
 PLAIN_IMPORT = re.compile(r"^import\s+([\w.]+)\s*$")
 IMPORT = re.compile(r"^(?:import\s+(?P<plain>.+?)|from\s+\S+\s+import\s+(?P<names>[^()#]+?))\s*$")
 TRIPLE = re.compile(r'(?s)("""|\'\'\')(.*?)(\1|\Z)')
-KEYWORDS = frozenset("""False None True and as assert async await break class continue def del elif else except
-finally for from global if import in is lambda nonlocal not or pass raise return try while with yield
-self cls""".split())
+KEYWORDS = frozenset(keyword.kwlist) | {"self", "cls"}  # never a name an edit renames or imports
 
 
 def mask_docstrings(text: str) -> str:
@@ -225,7 +224,7 @@ def _params(line: str) -> list[str] | None:
     return [line[a:b].strip() for a, b in found[0]]
 
 
-def _signature(text: str, hunk: Hunk) -> list[Edit]:
+def _signature(text: str, lines: list[str], starts: list[int], hunk: Hunk) -> list[Edit]:
     before, after = _params(hunk.before[0]), _params(hunk.after[0])
     name = DEF.match(hunk.after[0])
     if before is None or after is None or name is None or name.group(2) != DEF.match(hunk.before[0]).group(2):
@@ -237,8 +236,6 @@ def _signature(text: str, hunk: Hunk) -> list[Edit]:
     if not added and not removed:
         return []
     call = re.compile((r"\.{}\(" if method else r"(?<![\w.]){}\(").format(re.escape(name.group(2))))
-    lines = text.splitlines(keepends=True)
-    starts = _starts(lines)
     skip = range(starts[hunk.line_after], starts[hunk.line_after + 1])
     edits = []
     for m in call.finditer(text):
@@ -338,7 +335,7 @@ def implied_edits(text: str, hunk: Hunk | None) -> list[Edit]:
         if any(lines[hunk.line_after + j].rstrip("\r\n") != a for j, a in enumerate(hunk.after)):
             return []  # an edit inside a docstring implies no change to the code
         if len(hunk.after) == 1 and DEF.match(hunk.after[0]):
-            found = _signature(text, hunk)
+            found = _signature(text, lines, starts, hunk)
             if found:
                 return found
         sub = substitution(hunk.before, hunk.after)

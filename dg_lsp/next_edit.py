@@ -244,5 +244,6 @@ def _anchors(text: str, hunks: tuple[Hunk, ...], cursor_line: int, implied) -> l
         return found
     lines = text.splitlines(keepends=True)
     first = fit(lines, window_lines(len(lines), found[0]))
-    outside = [line for line in (text.count("\n", 0, a) for a, _, _ in implied) if line not in first]
-    return [found[0]] + outside[:1]
+    lines_of = (text.count("\n", 0, a) for a, _, _ in implied)  # stops at the first outside it
+    outside = next((line for line in lines_of if line not in first), None)
+    return [found[0]] + ([outside] if outside is not None else [])

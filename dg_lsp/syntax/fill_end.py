@@ -219,14 +219,14 @@ def salvage_cut(
     """
     if spec is None or not fill.strip():
         return len(fill)
-    best, fewest = len(fill), count_errors(ctx.prefix + fill + ctx.suffix, spec)
-    if fewest == 0:
-        return best
     if any(ctx.prefix.count(quote) % 2 for quote in ('"""', "'''")):
         # The prefix opens more triple quotes than it closes: it starts inside a docstring (a
         # window cut from a long file), or the hole is in one. A shorter fill may then only pair
         # the quotes differently and parse "better", so the fill stands.
         return len(fill)
+    best, fewest = len(fill), count_errors(ctx.prefix + fill + ctx.suffix, spec)
+    if fewest == 0:
+        return best
     parses = shorter(ctx.prefix, fill, ctx.suffix, spec)
     error_at = parses.first_error()
     limit = error_at if error_at is not None and 0 <= error_at < len(fill) else len(fill)
