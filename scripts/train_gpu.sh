@@ -16,8 +16,14 @@
 # Needs torch with CUDA, transformers >= 5.23, tokenizers, safetensors, numpy; dg_engine is
 # imported from this checkout whether it is installed or not.
 # DEVICE=cpu TUNE_CASES=4 BATCH=2 with MINUTES=0.5 make a quick run on a machine without a GPU.
+#
+# OBJECTIVE=ar trains the AR baseline instead (`python -m dg_engine.train baseline`): the same
+# system on the same data, until it has processed as many tokens as the committed run has
+# (AR_TOKENS to choose another budget), from engine/train/ar_state when that exists and from
+# scratch otherwise. It writes OUT_DIR/ar_model (what `benchmarks/quality.py --ar-model` and
+# `benchmarks/decode.py --ar-model` compare against), OUT_DIR/ar_state and OUT_DIR/ar_log.csv.
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,19p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,25p "$0"; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$1
 minutes=$2
@@ -37,6 +43,15 @@ if [ -n "${SHARDS:-}" ]; then
 fi
 
 # Work on copies, so that the checkout changes only when OUT_DIR is copied back.
+if [ "${OBJECTIVE:-diffusion}" = ar ]; then
+    rm -rf "$out/ar_model" "$out/ar_state"
+    if [ -d "$repo/engine/train/ar_state" ]; then cp -r "$repo/engine/train/ar_state" "$out/ar_state"; fi
+    "$py" -m dg_engine.train baseline --minutes "$minutes" --device "${DEVICE:-cuda}" --out "$out/ar_run" \
+        --export "$out/ar_model" --state "$out/ar_state" --like "$repo/engine/train/state" \
+        ${AR_TOKENS:+--tokens "$AR_TOKENS"} --batch-size "$batch" --no-progress
+    cp "$out/ar_run/log.csv" "$out/ar_log.csv"
+    exit 0
+fi
 rm -rf "$out/model" "$out/state"
 cp -r "$repo/engine/embedded" "$out/model"
 cp -r "$repo/engine/train/state" "$out/state"

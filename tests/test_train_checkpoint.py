@@ -192,3 +192,40 @@ def test_ctrl_c_ends_a_run_as_a_time_limit_would(tmp_path):
     step = read_state(tmp_path / "state")["step"]
     assert step >= 10 and (tmp_path / "run" / f"step_{step:07d}").is_dir()
     assert (tmp_path / "model" / "config.json").is_file()
+
+
+def test_the_ar_baseline_trains_on_a_runs_data_to_its_token_budget(tmp_path):
+    from dg_engine.train.__main__ import main
+    from dg_engine.train.resume import read_state
+
+    like = tmp_path / "state"
+    _cli(tmp_path, "--steps", "2", "--lr", "3e-3", "--save-state", str(like))
+    main(["continue", "--minutes", "5", "--state", str(like), "--out", str(tmp_path / "run"),
+          "--export", str(tmp_path / "model"), "--steps", "3", "--threads", "1", "--lr", "1e-3"])
+    run = read_state(like)
+    assert run["argv"].count("--lr") == 2  # the run's rate changed on the way
+    ar = tmp_path / "ar_state"
+    options = ["--state", str(ar), "--like", str(like), "--out", str(tmp_path / "ar_run"),
+               "--export", str(tmp_path / "ar_model"), "--threads", "1", "--no-progress"]
+    main(["baseline", "--minutes", "5", *options])
+    first = read_state(ar)
+    # Same data and size, the next-token objective, started as the run started, stopped at its tokens.
+    assert first["config"]["objective"] == "ar" and first["config"]["size"] == "tiny"
+    assert first["config"]["lr"] == 3e-3 and first["config"]["max_tokens"] == run["tokens"]
+    per_step = run["tokens"] / run["step"]
+    assert run["tokens"] <= first["tokens"] < run["tokens"] + 3 * per_step
+    assert (tmp_path / "ar_model" / "model.safetensors").is_file()
+    # A larger budget continues the baseline's own state instead of starting again.
+    main(["baseline", "--minutes", "5", "--tokens", str(first["tokens"] + 1), *options])
+    second = read_state(ar)
+    assert second["step"] == first["step"] + 1 and second["config"]["max_tokens"] == first["tokens"] + 1
+
+
+def test_the_piece_schedule_anneals_before_whichever_limit_comes_first():
+    from dg_engine.train.loop import lr_at, piece_share
+
+    cfg = TrainConfig(out="x", lr=1.0, warmup=1, schedule="piece", piece_minutes=10, decay_share=0.5, max_tokens=1000)
+    assert piece_share(cfg, 60, tokens=600, first_tokens=200) == pytest.approx(0.5)  # tokens lead time
+    assert piece_share(cfg, 540, tokens=300, first_tokens=200) == pytest.approx(0.9)  # time leads tokens
+    assert lr_at(10, cfg, 0, piece_share(cfg, 60, 1000, 200)) == pytest.approx(0.1)  # budget spent: annealed
+    assert piece_share(TrainConfig(out="x", piece_minutes=10), 300, tokens=10**9, first_tokens=0) == 0.5

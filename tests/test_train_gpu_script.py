@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def test_the_gpu_script_runs_a_short_piece_on_the_cpu(tmp_path: Path):
+def _shards(tmp_path: Path) -> Path:
     shards = tmp_path / "corpus.jsonl.xz"
     train, _ = split(limit=40)
     with lzma.open(shards, "wb") as f:
@@ -28,11 +28,19 @@ def test_the_gpu_script_runs_a_short_piece_on_the_cpu(tmp_path: Path):
             f.write((json.dumps(row) + "\n").encode())
         f.write((json.dumps({"kind": "prose", "source": "docs", "path": "a.md",
                              "text": "Plain words about code and how it runs. " * 300}) + "\n").encode())
-    out = tmp_path / "piece"
-    env = dict(os.environ, DEVICE="cpu", TUNE_CASES="2", SHARDS=str(shards), PYTHON=sys.executable)
+    return shards
+
+
+def _script(out: Path, shards: Path, **env) -> None:
+    env = dict(os.environ, DEVICE="cpu", TUNE_CASES="2", SHARDS=str(shards), PYTHON=sys.executable, **env)
     run = subprocess.run(["bash", str(ROOT / "scripts" / "train_gpu.sh"), str(out), "0.1", "1"], env=env,
                          capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_the_gpu_script_runs_a_short_piece_on_the_cpu(tmp_path: Path):
+    out = tmp_path / "piece"
+    _script(out, _shards(tmp_path))
     committed = json.loads((ROOT / "engine" / "train" / "state" / "state.json").read_text())
     state = json.loads((out / "state" / "state.json").read_text())
     assert state["step"] > committed["step"] and state["tokens"] > committed["tokens"]
@@ -44,3 +52,18 @@ def test_the_gpu_script_runs_a_short_piece_on_the_cpu(tmp_path: Path):
     assert (out / "log.csv").read_text().startswith("step,")
     # The checkout itself is untouched: the piece worked on copies.
     assert json.loads((ROOT / "engine" / "train" / "state" / "state.json").read_text()) == committed
+
+
+def test_the_gpu_script_trains_the_ar_baseline_to_a_token_budget(tmp_path: Path):
+    out = tmp_path / "piece"
+    own = ROOT / "engine" / "train" / "ar_state" / "state.json"
+    before = own.read_text() if own.exists() else None
+    _script(out, _shards(tmp_path), OBJECTIVE="ar", AR_TOKENS="1500")
+    state = json.loads((out / "ar_state" / "state.json").read_text())
+    assert state["config"]["objective"] == "ar" and state["config"]["max_tokens"] == 1500
+    assert state["tokens"] >= 1500 and state["step"] < 10  # the budget ended it, not the minutes
+    committed = json.loads((ROOT / "engine" / "train" / "state" / "state.json").read_text())
+    assert state["config"]["size"] == committed["config"]["size"]
+    assert (out / "ar_model" / "model.safetensors").stat().st_size > 1_000_000
+    assert (out / "ar_log.csv").read_text().startswith("step,")
+    assert (own.read_text() if own.exists() else None) == before  # the checkout is untouched

@@ -9,6 +9,7 @@ the one-canvas `objective.py` is kept to compare against), loop (`loop.py`) and 
     python -m dg_engine.train --size base --minutes 140 --out runs/embedded \\
         --export engine/embedded --save-state engine/train/state
     python -m dg_engine.train continue --minutes 140     # the next piece, from the committed state
+    python -m dg_engine.train baseline --minutes 140     # the AR baseline: same data, same tokens
     # the one-canvas trainer on the standard library, as the first embedded model was trained
     python -m dg_engine.train --layout canvas --corpus stdlib --out runs/old --size small --steps 4000
 """
@@ -23,7 +24,7 @@ from .corpus import HELD_OUT
 from .loop import UNBOUNDED_STEPS, TrainConfig
 from .model import SIZES
 from .parallel import launch
-from .resume import STATE_DIR, read_state
+from .resume import AR_STATE_DIR, STATE_DIR, read_state
 from .run import MIN_SEQ_LEN, prepare, run_piece
 from .sequences import MixConfig
 
@@ -81,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume-state", default=None,
                    help="start from this committed state when --out has no checkpoint")
     p.add_argument("--time-limit", type=float, default=None, help="minutes of training in all pieces together")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="tokens processed in all pieces together, at most (a baseline's budget)")
     p.add_argument("--save-every", type=int, default=250)
     p.add_argument("--val-every", type=int, default=250)
     p.add_argument("--corpus-limit", type=int, default=None, help="use only the first N files (smoke tests)")
@@ -120,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "continue":
         return continue_run(argv[1:])
+    if argv and argv[0] == "baseline":
+        return baseline_run(argv[1:])
     args = parse_args(argv)
     args.argv = argv
     if args.procs > 1:
@@ -127,36 +132,93 @@ def main(argv: list[str] | None = None) -> None:
     launch(run_piece, args, args.procs)
 
 
-def continue_run(argv: list[str]) -> None:
-    """`continue --minutes N [--state DIR] [--out RUN] [--export DIR]`: the next piece of the run."""
-    p = argparse.ArgumentParser(prog="python -m dg_engine.train continue",
-                                description="train N more minutes from the committed state, then export")
+def _piece_parser(prog: str, description: str, state: Path, out: str, export: str) -> argparse.ArgumentParser:
+    """The options of one piece of a run kept in a resume state: the rest comes from the state."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--minutes", type=float, required=True)
-    p.add_argument("--state", default=str(STATE_DIR))
-    p.add_argument("--out", default="runs/embedded")
-    p.add_argument("--export", default="runs/export", help="the piece's model; copy it to engine/embedded when it scores better")
+    p.add_argument("--state", default=str(state))
+    p.add_argument("--out", default=out)
+    p.add_argument("--export", default=export, help="the piece's model")
     p.add_argument("--threads", type=int, default=None, help="threads per training process")
     p.add_argument("--device", default=None)
     p.add_argument("--procs", type=int, default=None, help="training processes (CPU), for this piece only")
     p.add_argument("--decay-share", type=float, default=None, help="share of the piece that anneals, for this piece only")
+    return p
+
+
+def _piece_argv(run_argv: list[str], args: argparse.Namespace, resume: bool) -> list[str]:
+    """A stored command line with this piece's own options in place of the last piece's."""
+    keep = _drop_options(run_argv, {"--minutes", "--out", "--export", "--save-state", "--resume-state",
+                                    "--threads", "--device", "--procs", "--decay-share"})
+    more = ["--minutes", str(args.minutes), "--out", args.out, "--export", args.export, "--save-state", args.state]
+    if resume:
+        more += ["--resume-state", args.state]
+    for name in ("threads", "device", "procs", "decay_share"):
+        if getattr(args, name):
+            more += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    return keep + more
+
+
+def continue_run(argv: list[str]) -> None:
+    """`continue --minutes N [--state DIR] [--out RUN] [--export DIR]`: the next piece of the run."""
+    p = _piece_parser("python -m dg_engine.train continue", "train N more minutes from the committed state, then export",
+                      STATE_DIR, "runs/embedded", "runs/export")
     args, extra = p.parse_known_args(argv)
     state = read_state(Path(args.state))
     if state is None or "argv" not in state:
         raise SystemExit(f"error: no committed training state in {args.state}; start a run with --save-state")
-    keep = _drop_options(state["argv"], {"--minutes", "--out", "--export", "--save-state", "--resume-state",
-                                         "--threads", "--device", "--procs", "--decay-share"})
-    more = ["--minutes", str(args.minutes), "--out", args.out, "--export", args.export,
-            "--save-state", args.state, "--resume-state", args.state]
-    if args.threads:
-        more += ["--threads", str(args.threads)]
-    if args.device:
-        more += ["--device", args.device]
-    if args.procs:
-        more += ["--procs", str(args.procs)]
-    if args.decay_share:
-        more += ["--decay-share", str(args.decay_share)]
     print(f"continuing from step {state['step']} ({state['elapsed_s'] / 3600:.1f} h trained)", flush=True)
-    main(keep + more + extra)
+    main(_piece_argv(state["argv"], args, resume=True) + extra)
+
+
+def baseline_run(argv: list[str]) -> None:
+    """`baseline --minutes N [--like DIR] [--tokens T] [--state DIR]`: a piece of the AR baseline.
+
+    The baseline is trained by this same system on the same data as the run whose state `--like`
+    names (its size, corpus, mix and seed), with the next-token objective, until it has processed
+    as many tokens as that run (or `--tokens`). Its own state (`--state`) makes it a run in pieces
+    like any other: the first piece starts from scratch as the run started (the first `--lr` and
+    `--warmup` of its command line), the next ones continue."""
+    p = _piece_parser("python -m dg_engine.train baseline",
+                      "train the AR baseline N more minutes, on the same data and token budget as a run",
+                      AR_STATE_DIR, "runs/ar/run", "runs/ar/model")
+    p.add_argument("--like", default=str(STATE_DIR), help="the run whose data and token budget the baseline matches")
+    p.add_argument("--tokens", type=int, default=None, help="the token budget (default: the tokens the --like run has seen)")
+    args, extra = p.parse_known_args(argv)
+    own = read_state(Path(args.state))
+    if own is not None and "argv" in own:
+        run_argv = own["argv"]
+        print(f"continuing the AR baseline from step {own['step']} ({own.get('tokens', 0):,} tokens)", flush=True)
+    else:
+        like = read_state(Path(args.like))
+        if like is None or "argv" not in like:
+            raise SystemExit(f"error: no training state in {args.like} to match; pass --like DIR")
+        budget = args.tokens or like.get("tokens", 0)
+        if budget <= 0:
+            raise SystemExit(f"error: the run in {args.like} has seen no tokens; pass --tokens")
+        # The token budget ends it, not the run's step count.
+        run_argv = _first_values(_drop_options(like["argv"], {"--objective", "--max-tokens", "--steps"}))
+        run_argv += ["--objective", "ar", "--max-tokens", str(budget)]
+        print(f"starting the AR baseline: {budget:,} tokens, the data of {args.like}", flush=True)
+    if args.tokens:
+        run_argv = _drop_options(run_argv, {"--max-tokens"}) + ["--max-tokens", str(args.tokens)]
+    main(_piece_argv(run_argv, args, resume=own is not None) + extra)
+
+
+def _first_values(argv: list[str]) -> list[str]:
+    """A command line with each repeated option at its first value (how the run started)."""
+    out, seen, i = [], set(), 0
+    while i < len(argv):
+        a = argv[i]
+        takes_value = a.startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        if a in seen:
+            i += 2 if takes_value else 1
+            continue
+        if a.startswith("--"):
+            seen.add(a)
+        out += argv[i : i + (2 if takes_value else 1)]
+        i += 2 if takes_value else 1
+    return out
 
 
 def _drop_options(argv: list[str], names: set[str]) -> list[str]:

@@ -77,6 +77,8 @@ class TrainConfig:
     decay_share: float = 0.2
     # Minutes of this invocation (a piece of a longer run); `time_limit_min` counts all pieces.
     piece_minutes: float | None = None
+    # Tokens processed in all pieces together, at most: a baseline trained to another run's budget.
+    max_tokens: int | None = None
 
 
 def lr_at(step: int, cfg: TrainConfig, first_step: int = 0, time_share: float = 0.0) -> float:
@@ -235,6 +237,15 @@ def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
+def piece_share(cfg: TrainConfig, piece_s: float, tokens: int, first_tokens: int) -> float:
+    """How far this invocation is through its limits (0-1): its minutes, or its token budget when
+    that runs out first, so that the piece schedule anneals before whichever ends the run."""
+    share = piece_s / (cfg.piece_minutes * 60) if cfg.piece_minutes else 0.0
+    if cfg.max_tokens is not None and cfg.max_tokens > first_tokens:
+        share = max(share, (tokens - first_tokens) / (cfg.max_tokens - first_tokens))
+    return min(1.0, share)
+
+
 def _time_left(cfg: TrainConfig, state: dict, piece_s: float) -> float | None:
     """Seconds of training left before a time limit ends this invocation (None: no limit)."""
     limits = []
@@ -277,6 +288,7 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
     if not ranks.main:
         val_source, export_dir = None, None
     start_wall, start_elapsed, first_step = time.time(), state["elapsed_s"], state["step"]
+    first_tokens = state.get("tokens", 0)
     # A run bounded by minutes shows its time left in the postfix; a step total would promise an ETA of years.
     bar = tqdm(total=None if cfg.steps >= UNBOUNDED_STEPS else cfg.steps, initial=state["step"], disable=not progress,
                dynamic_ncols=True)
@@ -285,10 +297,9 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
     piece_s = 0.0
     trim_heap = HeapTrimmer()
     try:
-        while state["step"] < cfg.steps:
+        while state["step"] < cfg.steps and state.get("tokens", 0) < (cfg.max_tokens or float("inf")):
             step = state["step"]
-            share = piece_s / (cfg.piece_minutes * 60) if cfg.piece_minutes else 0.0
-            lr = lr_at(step, cfg, first_step, share)
+            lr = lr_at(step, cfg, first_step, piece_share(cfg, piece_s, state.get("tokens", 0), first_tokens))
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast(cfg, device):
@@ -308,6 +319,8 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
             tokens_window += n_tokens
             loss_window += n_loss
             state["tokens"] = state.get("tokens", 0) + n_tokens
+            # Every rank adds the same agreed count, so all of them stop at the same step.
+            out_of_time = out_of_time or (cfg.max_tokens is not None and state["tokens"] >= cfg.max_tokens)
             window_s = max(1e-9, time.time() - window_start)
             bar.update(1)
             bar.set_postfix(loss=f"{parts.total.item():.3f}", tok_s=f"{tokens_window / window_s:.0f}",

@@ -25,6 +25,8 @@ from safetensors.torch import load_file, save_file
 from .checkpoint import OPTIMIZER, STATE, WEIGHTS, latest_checkpoint
 
 STATE_DIR = Path(__file__).parent / "state"
+# The AR baseline's own resume state, beside the embedded model's (`python -m dg_engine.train baseline`).
+AR_STATE_DIR = Path(__file__).parent / "ar_state"
 
 
 class ResumeError(RuntimeError):
