@@ -27,7 +27,7 @@ class ArTimings:
         return self.prefill_ms + sum(self.step_ms)
 
 
-def _next_token_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+def next_token_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """Logits of the last position with the model's final softcapping."""
     logits = model.lm_head(hidden[:, -1]).float()  # [1, V]
     cap = model.config.text_config.final_logit_softcapping
@@ -47,7 +47,7 @@ def ar_generate(
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)  # [1, L]
     hidden = encoder(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
     passes = 1
-    token = int(_next_token_logits(model, hidden).argmax(-1))
+    token = int(next_token_logits(model, hidden).argmax(-1))
     timings.prefill_ms = (time.perf_counter() - start) * 1000
     generated: list[int] = []
     while token not in stop_ids and len(generated) < max_new_tokens:
@@ -58,6 +58,6 @@ def ar_generate(
         step = torch.tensor([[token]], dtype=torch.long, device=device)  # [1, 1]
         hidden = encoder(input_ids=step, past_key_values=cache, use_cache=True).last_hidden_state
         passes += 1
-        token = int(_next_token_logits(model, hidden).argmax(-1))
+        token = int(next_token_logits(model, hidden).argmax(-1))
         timings.step_ms.append((time.perf_counter() - start) * 1000)
     return generated, passes, timings

@@ -141,26 +141,43 @@ class SamplingOptions:
     # of text it is shown depends on how well trained it is, so it is tuned per model
     # (`dg_engine.train.tune_rewrite`) and stored beside it in REWRITE_CONFIG.
     renoise_below: float = 0.2
+    # Greedy tokens of the encoder's next-token head before a plain fill's canvas (`lead.py`);
+    # tuned per model and stored beside it in LEAD_CONFIG.
+    lead_tokens: int = 0
     extra: dict = field(default_factory=dict)
 
 
-# dg-lsp's own file in a model directory: generation_config.json refuses keys transformers does
+# dg-lsp's own files in a model directory: generation_config.json refuses keys transformers does
 # not know.
 REWRITE_CONFIG = "rewrite_config.json"
+LEAD_CONFIG = "lead_config.json"
 
 
-def tuned_renoise_below(model_dir: Path) -> float:
-    """The rewrite threshold tuned for the model in `model_dir`, or the default (with a message
-    when the file is there but unusable)."""
-    default = SamplingOptions.renoise_below
-    path = Path(model_dir) / REWRITE_CONFIG
+def _tuned(model_dir: Path, name: str, key: str, valid, meaning: str, default):
+    """`key` of the json file `name` in `model_dir` when `valid` accepts it; else `default`, with
+    a message when the file is there but unusable."""
+    path = Path(model_dir) / name
     if not path.is_file():
         return default
     try:
-        value = json.loads(path.read_text())["renoise_below"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-            raise ValueError(f"renoise_below must be a number between 0 and 1, not {value!r}")
-        return float(value)
+        value = json.loads(path.read_text())[key]
+        if isinstance(value, bool) or not valid(value):
+            raise ValueError(f"{key} must be {meaning}, not {value!r}")
+        return value
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("%s is ignored (%s); rewrites use renoise_below = %s", path, exc, default)
+        log.warning("%s is ignored (%s); %s = %s", path, exc, key, default)
         return default
+
+
+def tuned_renoise_below(model_dir: Path) -> float:
+    """The rewrite threshold tuned for the model in `model_dir`, or the default."""
+    return float(_tuned(model_dir, REWRITE_CONFIG, "renoise_below",
+                        lambda v: isinstance(v, (int, float)) and 0 < v < 1, "a number between 0 and 1",
+                        SamplingOptions.renoise_below))
+
+
+def tuned_lead_tokens(model_dir: Path) -> int:
+    """How many first tokens of a fill the model's next-token head writes (`lead.py`); 0 unless
+    the model directory says otherwise."""
+    return _tuned(model_dir, LEAD_CONFIG, "lead_tokens", lambda v: isinstance(v, int) and 0 <= v <= 64,
+                  "a whole number from 0 to 64", SamplingOptions.lead_tokens)

@@ -14,14 +14,16 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .config import EngineConfig, SamplingOptions, tuned_renoise_below
-from . import plans
+from .config import EngineConfig, SamplingOptions, tuned_lead_tokens, tuned_renoise_below
+from . import candidates as cands, plans
+from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
 from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, fork
+from .lead import Lead, extend, lead
 from .loader import check_directory, load_model, placement, resolve_source
-from .prompt import FimFormat, PinnedFormat, choose_format, decode_with_offsets, encode
+from .prompt import FimFormat, PinnedFormat, choose_format, encode
 from .precision import choose as choose_precision
 from .quantize import checkpoint_format, describe, model_bytes, model_parameters
 
@@ -56,24 +58,8 @@ class FillRequest:
     # A joint fill of several holes: text between holes as str, each hole as an int (its free
     # positions); the prefix comes before the first part and the suffix after the last.
     segments: tuple[str | int, ...] = ()
-
-
-@dataclass
-class Candidate:
-    text: str
-    token_ids: list[int]
-    token_offsets: list[tuple[int, int]]  # character span of each token in `text`
-    confidences: list[float]
-    steps: int
-    tokens_per_forward: float
-    finished: bool  # True when the model ended the middle itself
-    canvas: list[int] = field(default_factory=list)  # the whole final canvas, stop and padding included
-    length: int = 0  # the canvas length this candidate had (variable-length fills)
-    holes: list[str] = field(default_factory=list)  # per-hole texts of a joint multi-hole fill
-
-    @property
-    def mean_confidence(self) -> float:
-        return sum(self.confidences) / len(self.confidences) if self.confidences else 1.0
+    # Next-token-head tokens before a plain fill's canvas (`lead.py`); -1: the model's own setting.
+    lead_tokens: int = -1
 
 
 @dataclass
@@ -140,6 +126,7 @@ class Engine:
             stability_threshold=d.stability_threshold,
             confidence_threshold=d.confidence_threshold,
             renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
+            lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens,
         )
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
@@ -170,14 +157,21 @@ class Engine:
             plan, strategy, rows, row_lengths, holes = self._plan(request, options)
             pinned_rows = row_lengths if holes is PINNED else None
             options = replace(options, canvas_length=plan.length)
-            cache = fork(prefill.cache, rows)
+            continuable = not (request.seed_text is not None or request.lengths or request.segments or pinned_rows)
+            base, led = prefill.cache, Lead()
+            if self._leads(request, pinned_rows) and options.lead_tokens:
+                base = fork(prefill.cache, 1)
+                led = lead(self.model, self.prefix_cache.last_hidden, base, prefill.prompt_tokens,
+                           options.lead_tokens, self.format.stop_ids)
+            cache = fork(base, rows)
+            start = prefill.prompt_tokens + len(led.ids)  # where the canvas's positions begin
             tokens, confidence, steps = [], [], torch.zeros(rows, dtype=torch.long)
             canvases = 0
-            continuable = not (request.seed_text is not None or request.lengths or request.segments or pinned_rows)
-            for canvases in range(1, max(1, request.max_canvases) + 1):
+            # When the head ended the middle itself, no canvas is needed.
+            for canvases in range(1, (0 if led.stopped else max(1, request.max_canvases)) + 1):
                 out = denoise(
                     lambda canvas, sc: self._decode(canvas, sc, cache),
-                    rows, plan, options, self.vocab_size, self.device, strategy, cancel, on_step,
+                    rows, plan, options, self.vocab_size, self.device, strategy, cancel, _after(on_step, led),
                 )
                 tokens.append(out.tokens.cpu())
                 confidence.append(out.confidence.float().cpu())
@@ -185,13 +179,17 @@ class Engine:
                 if not continuable or canvases == request.max_canvases or self._all_stopped(out.tokens):
                     break
                 # The next canvas continues the middle: its tokens join the encoder's context.
-                self._encode_canvas(out.tokens, cache, prefill.prompt_tokens + (canvases - 1) * plan.length)
+                self._encode_canvas(out.tokens, cache, start + (canvases - 1) * plan.length)
                 plan, strategy = self._fresh_plan(options)
         denoise_ms = (time.perf_counter() - started) * 1000 - prefill_ms
-        tokens = torch.cat(tokens, -1)  # [N, C * canvases]
-        if not request.lengths and pinned_rows is None:
-            row_lengths = [tokens.shape[1]] * rows
-        candidates = self._candidates(tokens, torch.cat(confidence, -1), steps, row_lengths, holes, pinned_rows)
+        if led.stopped:
+            candidates = [cands.head_only(self.tokenizer, self._stop, led.ids, led.confidences, led.passes)]
+        else:
+            tokens = torch.cat(tokens, -1)  # [N, C * canvases]
+            if not request.lengths and pinned_rows is None:
+                row_lengths = [tokens.shape[1]] * rows
+            candidates = self._candidates(tokens, torch.cat(confidence, -1), steps, row_lengths, holes, pinned_rows)
+            candidates = [cands.led(self.tokenizer, c, led.ids, led.confidences, led.passes) for c in candidates]
         return FillResult(
             candidates=candidates,
             prompt_tokens=prefill.prompt_tokens,
@@ -200,7 +198,14 @@ class Engine:
             prefill_ms=prefill_ms,
             denoise_ms=denoise_ms,
             canvases=canvases,
+            timings={"leadTokens": len(led.ids)} if led.passes or led.stopped else {},
         )
+
+    def _leads(self, request: FillRequest, pinned_rows) -> bool:
+        """Whether the head may write a fill's first tokens: plain infill with a FIM prompt only
+        (a rewrite's seed, a joint fill's segments and a pinned suffix fix the canvas's layout)."""
+        return (request.seed_text is None and not request.segments and pinned_rows is None
+                and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None)
 
     @property
     def _stop(self) -> int:
@@ -247,18 +252,25 @@ class Engine:
         Used for syntax-guided repair: the caller finds the tokens that overlap a syntax error and
         asks for just those again. The prompt is the request's own, so the encoder cache is reused.
         """
+        lead = candidate.lead
+        positions = [p - lead for p in positions if p >= lead]  # the head's tokens stay
+        if not positions:
+            return candidate
         options = self.options(request)
         prompt = self.format.infill_ids(request.prefix, request.suffix, request.chunks)
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(request.seed + 1)
             prefill = self.prefix_cache.prefill(prompt, reuse=request.reuse_cache)
-            plan = plans.renoised(candidate.canvas, positions)
+            plan = plans.renoised(candidate.canvas[lead:], positions)
             strategy = EntropyBoundStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
             cache = fork(prefill.cache, 1)
+            if lead:
+                extend(self.model, cache, candidate.canvas[:lead], prefill.prompt_tokens)
             out = denoise(lambda c, sc: self._decode(c, sc, cache), 1, plan, replace(options, canvas_length=plan.length),
                           self.vocab_size, self.device, strategy, cancel)
-        return self._candidates(out.tokens.cpu(), out.confidence.float().cpu(), out.steps.cpu() + candidate.steps,
-                                [plan.length], [])[0]
+        repaired = self._candidates(out.tokens.cpu(), out.confidence.float().cpu(), out.steps.cpu() + candidate.steps,
+                                    [plan.length], [])[0]
+        return cands.led(self.tokenizer, repaired, candidate.canvas[:lead], candidate.confidences[:lead], 0)
 
     def _confident_positions(self, seed: torch.Tensor, renoise_fraction: float, renoise_below: float) -> torch.Tensor:
         """Keep the seed where the model believes it; re-noise the unlikely tokens, least likely first.
@@ -292,51 +304,26 @@ class Engine:
 
     def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor,
                     row_lengths: list[int], holes, pinned_rows: list[int] | None = None) -> list[Candidate]:
-        out = []
-        for row in range(tokens.shape[0]):
-            canvas = tokens[row].tolist()
-            if pinned_rows is not None:
-                # The middle is the free stretch; the pinned suffix after it is the file's own text.
-                parts = []
-                end = next((i for i, t in enumerate(canvas[: pinned_rows[row]]) if t in self.format.stop_ids),
-                           pinned_rows[row])
-            elif holes:
-                # A joint fill: the middle is the whole canvas; each hole is its free stretch.
-                parts = [self._plain(canvas[a:b]) for a, b in holes]
-                end = next((i for i, t in enumerate(canvas) if t == self._stop), len(canvas))
-            else:
-                parts = []
-                end = next((i for i, t in enumerate(canvas) if t in self.format.stop_ids), len(canvas))
-            ids = [t for t in canvas[:end] if t not in self.format.stop_ids]
-            kept = [i for i, t in enumerate(canvas[:end]) if t not in self.format.stop_ids]
-            text, offsets = decode_with_offsets(self.tokenizer, ids)
-            taken = int(steps[row])
-            out.append(
-                Candidate(
-                    text=text,
-                    token_ids=ids,
-                    token_offsets=offsets,
-                    confidences=[float(confidence[row, i]) for i in kept],
-                    steps=taken,
-                    tokens_per_forward=(end + (end < len(canvas))) / max(1, taken),
-                    finished=end < row_lengths[row] or pinned_rows is not None,
-                    canvas=canvas,
-                    length=row_lengths[row] if row < len(row_lengths) else len(canvas),
-                    holes=parts,
-                )
-            )
-        # Finished and confident candidates first: the editor shows the first one.
-        out.sort(key=lambda c: (not c.finished, -c.mean_confidence))
-        return out
-
-    def _plain(self, ids: list[int]) -> str:
-        ids = [t for t in ids if t not in self.format.stop_ids]
-        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return cands.build(self.tokenizer, self.format.stop_ids, self._stop, tokens, confidence, steps,
+                           row_lengths, holes, pinned_rows)
 
     def draft_text(self, canvas_row: list[int]) -> str:
         """The text of a draft canvas up to its first stop token (for refining ghost text)."""
-        end = next((i for i, t in enumerate(canvas_row) if t in self.format.stop_ids), len(canvas_row))
-        return self._plain(canvas_row[:end])
+        return cands.plain_text(self.tokenizer, self.format.stop_ids,
+                                canvas_row[: cands.first_stop(canvas_row, self.format.stop_ids)])
+
+
+def _after(on_step: StepCallback | None, led: Lead) -> StepCallback | None:
+    """A step callback whose draft canvases start with the head's tokens, as the fill will."""
+    if on_step is None or not led.ids:
+        return on_step
+
+    def step(index: int, canvas: torch.Tensor) -> None:
+        head = torch.tensor(led.ids, dtype=canvas.dtype, device=canvas.device).expand(canvas.shape[0], -1)
+        on_step(index, torch.cat([head, canvas], -1))  # [N, lead + C]
+
+    return step
+
 
 def _sampling_defaults(model, config: EngineConfig) -> SamplingOptions:
     gen = model.generation_config
@@ -393,7 +380,8 @@ def load_engine(config: EngineConfig) -> Engine:
         adapter = {"path": config.adapter, "error": str(exc)}
     engine = Engine(model, tokenizer, requested, source=config.model if config.model != "embedded" else "embedded",
                     quantization=describe(fmt, where.quantization, where.dtype))
-    engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path))
+    engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
+                              lead_tokens=tuned_lead_tokens(path))
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine

@@ -62,9 +62,12 @@ class PrefixCache:
         self.chunk_size = chunk_size
         self.tokens: list[int] = []
         self.cache: DynamicCache | None = None
+        # The encoder's output at the prompt's last token [1, 1, H]: the next-token head's input
+        # when a fill is led by the head (`lead.py`).
+        self.last_hidden: torch.Tensor | None = None
 
     def clear(self) -> None:
-        self.tokens, self.cache = [], None
+        self.tokens, self.cache, self.last_hidden = [], None, None
 
     def _croppable(self) -> bool:
         return self.cache is not None and all(getattr(l, "is_croppable", False) for l in self.cache.layers)
@@ -72,11 +75,14 @@ class PrefixCache:
     def prefill(self, ids: list[int], reuse: bool = True) -> Prefill:
         """Fill the encoder cache for `ids`, encoding only what the previous prompt did not cover."""
         common = common_prefix_length(self.tokens, ids) if (reuse and self.cache is not None) else 0
+        if ids and common == len(ids) and (common < len(self.tokens) or self.last_hidden is None):
+            # The kept hidden state belongs to a longer prompt: encode the last token again.
+            common -= 1
         if common < len(self.tokens) and not self._croppable():
             common = 0
         if common == 0:
             self.cache = DynamicCache(config=self.model.config.get_text_config())
-            self.tokens = []
+            self.tokens, self.last_hidden = [], None
         elif common < len(self.tokens):
             self.cache.crop(common - len(self.tokens))
             self.tokens = self.tokens[:common]
@@ -97,4 +103,5 @@ class PrefixCache:
             input_ids = torch.tensor([chunk], device=device)  # [1, T]
             first = start + offset
             positions = torch.arange(first, first + len(chunk), device=device)[None]  # [1, T]
-            self.model.model.encoder(input_ids=input_ids, past_key_values=self.cache, position_ids=positions)
+            out = self.model.model.encoder(input_ids=input_ids, past_key_values=self.cache, position_ids=positions)
+            self.last_hidden = out.last_hidden_state[:, -1:]  # [1, 1, H]

@@ -64,27 +64,34 @@ def test_next_edit_quick():
 def test_lead_quick_scores_every_lead_on_the_same_holes():
     from benchmarks import lead
 
-    lead.main(["--quick", "--leads", "0,3,48"])
+    lead.main(["--quick", "--leads", "0,3,8"])
     data = written("lead")
-    overall = {r["lead"]: r for r in data["rows"] if r["kind"] == "all"}
-    assert set(overall) == {0, 3, 48} and all(r["cases"] == 4 for r in overall.values())
+    overall = {r["lead_tokens"]: r for r in data["rows"] if r["kind"] == "all"}
+    assert set(overall) == {0, 3, 8} and all(r["cases"] == 4 for r in overall.values())
     for k in overall:  # the kinds split the same four holes
-        assert sum(r["cases"] for r in data["rows"] if r["lead"] == k and r["kind"] != "all") == 4
-    assert len(data["examples"]) == 4 and all({"middle", "lead 0", "lead 48"} <= set(e) for e in data["examples"])
+        assert sum(r["cases"] for r in data["rows"] if r["lead_tokens"] == k and r["kind"] != "all") == 4
+    # Each head token costs one encoder pass on top of the decoder's steps.
+    assert overall[8]["mean_steps"] > overall[0]["mean_steps"]
+    assert data["best"] in overall
+    assert len(data["examples"]) == 4 and all({"middle", "lead 0", "lead 8"} <= set(e) for e in data["examples"])
 
 
-def test_a_lead_longer_than_the_heads_answer_is_the_head_alone():
-    from benchmarks.lead import led_fill
+def test_the_lead_tuner_writes_its_choice_into_the_model_directory(tmp_path):
+    import json
+    import shutil
+
     from benchmarks.fixtures import tiny_model_dir
     from dg_engine import EngineConfig, load_engine
-    from dg_engine.train.examples import Example
+    from dg_engine.train import tune_lead
 
-    engine = load_engine(EngineConfig(model=str(tiny_model_dir()), device="cpu"))
-    case = Example("whole_line", "def f(x):\n    ", "return x", "\n", "", [], [], [])
-    head = engine.tokenizer("return", add_special_tokens=False)["input_ids"]
-    assert led_fill(engine, case, head, len(head) + 1, seed=0) == "return"
-    led = led_fill(engine, case, head, len(head), seed=0)  # the head's tokens, then the decoder's
-    assert led.startswith("return") and len(led) > len("return")
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir(), model)
+    report = tmp_path / "report.json"
+    assert tune_lead.main(["--model", str(model), "--cases", "3", "--leads", "0,2", "--write",
+                           "--report", str(report)]) == 0
+    best = json.loads(report.read_text())["best"]
+    assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": best}
+    assert load_engine(EngineConfig(model=str(model), device="cpu")).defaults.lead_tokens == best
 
 
 def test_obvious_cases_are_right_python_and_scored_as_written():

@@ -1,0 +1,61 @@
+"""The first tokens of a fill from the encoder's next-token head; the decoder fills the rest.
+
+Block-parallel training gives the encoder a next-token loss on every token, so the models it
+trains are also small causal language models. The head judges a middle's first tokens better than
+the decoder, which starts from all noise and commits several positions at once; that is where the
+embedded model's fills go wrong (`formatter.formatter.formatterFormatter`). On the held-out holes
+every training piece is scored on, four head tokens before the canvas lift exact match about
+fourfold (`benchmarks/lead.py`, `benchmarks/results/lead.json`).
+
+A model directory opts in with `lead_config.json` (`{"lead_tokens": 4}`), written by the tuning
+that measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so
+the default is no lead. The head's tokens are greedy; each one costs a single-token encoder pass
+after the prompt, and they join the encoder's cache, so the canvas that follows continues the
+middle exactly as a second canvas continues the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .autoregressive import next_token_logits
+
+
+@dataclass
+class Lead:
+    ids: list[int] = field(default_factory=list)
+    confidences: list[float] = field(default_factory=list)  # the head's probability of each token
+    stopped: bool = False  # the head ended the middle within its tokens: no canvas is needed
+    passes: int = 0  # single-token encoder passes after the prompt's
+
+
+def extend(model, cache, ids: list[int], start: int) -> torch.Tensor:
+    """Encode `ids` at positions `start...` into `cache`; returns the last position's hidden [1, 1, H]."""
+    device = model.device
+    input_ids = torch.tensor([ids], dtype=torch.long, device=device)  # [1, T]
+    positions = torch.arange(start, start + len(ids), device=device)[None]  # [1, T]
+    out = model.model.encoder(input_ids=input_ids, past_key_values=cache, position_ids=positions, use_cache=True)
+    return out.last_hidden_state[:, -1:]
+
+
+@torch.inference_mode()
+def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids) -> Lead:
+    """Up to `count` greedy head tokens after the prompt whose last hidden state is `hidden` [1, 1, H].
+
+    `cache` (one row, the prompt's `start` tokens) grows by the tokens written, so a canvas
+    decoded against it comes after them.
+    """
+    out = Lead()
+    for _ in range(count):
+        probs = torch.softmax(next_token_logits(model, hidden), -1)[0]  # [V]
+        token = int(probs.argmax())
+        if token in stop_ids:
+            out.stopped = True
+            break
+        out.ids.append(token)
+        out.confidences.append(float(probs[token]))
+        hidden = extend(model, cache, [token], start + len(out.ids) - 1)
+        out.passes += 1
+    return out

@@ -1,0 +1,132 @@
+"""Fills led by the encoder's next-token head (`dg_engine.lead`), on the tiny random model."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import torch
+
+from dg_engine import FillRequest
+from dg_engine.autoregressive import ar_generate
+from dg_engine.config import LEAD_CONFIG, tuned_lead_tokens
+from dg_engine.denoise import denoise
+from dg_engine.kvcache import PrefixCache, fork
+
+PREFIX = "def area(width, height):\n    return "
+SUFFIX = "\n\n\nprint(area(2, 3))\n"
+
+
+def head_tokens(engine, count: int) -> list[int]:
+    """The head's greedy tokens after the prompt, decoded the plain autoregressive way."""
+    prompt = engine.format.infill_ids(PREFIX, SUFFIX)
+    ids, _, _ = ar_generate(engine.model, prompt, count, set(engine.format.stop_ids))
+    return ids
+
+
+def test_the_lead_is_the_heads_greedy_tokens_and_the_canvas_continues_after_them(engine):
+    lead = head_tokens(engine, 3)
+    assert len(lead) == 3, "the tiny model's head must not end this middle at once"
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, seed=5, lead_tokens=3))
+    cand = result.candidates[0]
+    assert cand.lead == 3 and cand.token_ids[:3] == lead and cand.canvas[:3] == lead
+    assert len(cand.confidences) == len(cand.token_ids) == len(cand.token_offsets)
+    assert cand.token_offsets[-1][1] == len(cand.text)
+    assert result.timings["leadTokens"] == 3
+    # The canvas is what a denoiser whose encoder context holds the prompt and the lead makes.
+    torch.manual_seed(5)
+    prompt = engine.format.infill_ids(PREFIX, SUFFIX)
+    context = PrefixCache(engine.model).prefill(prompt + lead).cache
+    options = engine.options(FillRequest(PREFIX, SUFFIX))
+    plan, strategy = engine._fresh_plan(options)
+    cache = fork(context, 1)
+    out = denoise(lambda c, sc: engine._decode(c, sc, cache), 1, plan, options, engine.vocab_size,
+                  engine.device, strategy)
+    assert cand.canvas[3:] == out.tokens[0].tolist()
+    assert cand.steps == int(out.steps[0]) + 3  # three single-token encoder passes for the lead
+
+
+def test_a_led_fill_leaves_the_prefix_cache_holding_only_the_prompt(engine):
+    led = engine.fill(FillRequest(PREFIX, SUFFIX, seed=1, lead_tokens=4, max_canvases=2))
+    assert engine.prefix_cache.cache.get_seq_length() == led.prompt_tokens == len(engine.prefix_cache.tokens)
+    # So the next, unled fill reuses the cache and matches one from a cold cache.
+    warm = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=0))
+    cold = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=0, reuse_cache=False))
+    assert warm.reused_tokens == warm.prompt_tokens
+    assert [c.token_ids for c in warm.candidates] == [c.token_ids for c in cold.candidates]
+
+
+def test_no_lead_by_default_and_none_for_rewrites_or_joint_fills(engine):
+    assert engine.defaults.lead_tokens == 0
+    plain = engine.fill(FillRequest(PREFIX, SUFFIX, seed=3))
+    assert all(c.lead == 0 for c in plain.candidates) and "leadTokens" not in plain.timings
+    rewrite = engine.fill(FillRequest(PREFIX, SUFFIX, seed_text="width * height", lead_tokens=4))
+    joint = engine.fill(FillRequest("def f(a, b):\n    x = ", "\n", segments=(3, "\n    y = ", 3), lead_tokens=4))
+    assert all(c.lead == 0 for c in rewrite.candidates + joint.candidates)
+
+
+def test_a_head_that_ends_the_middle_needs_no_canvas(engine, monkeypatch):
+    import dg_engine.engine as module
+
+    first = head_tokens(engine, 2)
+    original = module.lead
+
+    def stops_after_one(model, hidden, cache, start, count, stop_ids):
+        # The head's second token counts as the end of the middle.
+        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]})
+
+    monkeypatch.setattr(module, "lead", stops_after_one)
+    calls = []
+    monkeypatch.setattr(engine, "_decode", lambda *a: calls.append(a))
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, n=2, lead_tokens=4))
+    assert not calls and result.canvases == 0
+    (cand,) = result.candidates
+    assert cand.token_ids == first[:1] and cand.finished and cand.lead == 1
+
+
+def test_drafts_while_denoising_start_with_the_lead(engine):
+    lead = head_tokens(engine, 2)
+    drafts = []
+    engine.fill(FillRequest(PREFIX, SUFFIX, seed=6, lead_tokens=2), on_step=lambda i, c: drafts.append(c[0].tolist()))
+    assert drafts and all(d[:2] == lead for d in drafts)
+
+
+def test_repair_re_noises_only_the_decoders_positions(engine):
+    request = FillRequest(PREFIX, SUFFIX, seed=4, lead_tokens=2)
+    first = engine.fill(request).candidates[0]
+    assert engine.renoise(request, first, [0, 1]) is first  # the head's tokens are not re-noised
+    repaired = engine.renoise(request, first, [1, 3, 4])
+    changed = [i for i, (a, b) in enumerate(zip(first.canvas, repaired.canvas)) if a != b]
+    assert set(changed) <= {3, 4}
+    assert repaired.canvas[:2] == first.canvas[:2] and repaired.lead == 2
+    assert repaired.steps > first.steps
+    assert engine.prefix_cache.cache.get_seq_length() == len(engine.prefix_cache.tokens)
+
+
+def test_the_prompts_last_hidden_state_is_right_after_the_prompt_shrinks(engine):
+    long = engine.format.infill_ids(PREFIX + "width * height", SUFFIX)
+    short = engine.format.infill_ids(PREFIX, SUFFIX)
+    warm = PrefixCache(engine.model)
+    warm.prefill(long)
+    prefill = warm.prefill(short)
+    assert prefill.encoded_tokens >= 1 and prefill.cache.get_seq_length() == len(short)
+    cold = PrefixCache(engine.model)
+    cold.prefill(short)
+    assert torch.allclose(warm.last_hidden, cold.last_hidden, atol=1e-5)
+    again = warm.prefill(short)  # the same prompt again: nothing to encode, the state still holds
+    assert again.encoded_tokens == 0 and torch.allclose(warm.last_hidden, cold.last_hidden, atol=1e-5)
+
+
+def test_a_model_directory_sets_its_lead_and_bad_settings_fall_back(tiny_dir, tmp_path, caplog):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_dir, model)
+    assert tuned_lead_tokens(model) == 0
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 4}))
+    assert tuned_lead_tokens(model) == 4
+    for bad in ('{"lead_tokens": -1}', '{"lead_tokens": 2.5}', '{"lead_tokens": true}', "{", '{"lead": 4}'):
+        (model / LEAD_CONFIG).write_text(bad)
+        with caplog.at_level(logging.WARNING):
+            caplog.clear()
+            assert tuned_lead_tokens(model) == 0
+        assert LEAD_CONFIG in caplog.text and "ignored" in caplog.text
