@@ -201,6 +201,7 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
         kind=ctx.kind.value if isinstance(ctx.kind, HoleKind) else str(ctx.kind),
         trace={
             "repairRounds": repair_rounds,
+            "leadTokens": result.timings.get("leadTokens", 0),
             "canvasLengths": sorted({c.length for c in result.candidates}),
             "chosenLength": best.length if best else 0,
             "addsSyntaxErrors": bool(texts and spec is not None and adds_syntax_errors(ctx, texts[0], spec)),

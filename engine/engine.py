@@ -110,6 +110,7 @@ class Engine:
             "memoryBytes": self.memory_bytes,
             "canvasLength": self.defaults.canvas_length,
             "maxSteps": self.defaults.max_steps,
+            "leadTokens": self.defaults.lead_tokens,
             "forwardPasses": self.forward_passes,
             "adapter": self.adapter or None,
             "precision": self.precision or None,

@@ -130,3 +130,25 @@ def test_a_model_directory_sets_its_lead_and_bad_settings_fall_back(tiny_dir, tm
             caplog.clear()
             assert tuned_lead_tokens(model) == 0
         assert LEAD_CONFIG in caplog.text and "ignored" in caplog.text
+
+
+def test_the_server_fill_reports_the_lead_and_repairs_around_it(engine, monkeypatch):
+    import dataclasses
+
+    from dg_lsp.documents import Snapshot
+    from dg_lsp.fill import FillJob, run_fill
+    from dg_lsp.settings import Settings
+
+    engine.defaults = dataclasses.replace(engine.defaults, lead_tokens=3)
+    assert engine.info()["leadTokens"] == 3
+    repaired = []
+    original = engine.renoise
+    monkeypatch.setattr(engine, "renoise", lambda r, c, p, cancel=None: repaired.append((c.lead, p))
+                        or original(r, c, p, cancel))
+    text = "def f(x):\n    return (x + \n"
+    snap = Snapshot("file:///w/a.py", 1, "python", text)
+    settings = Settings().update({"maxSteps": 3, "repairRounds": 2, "variableLength": False})[0]
+    at = len("def f(x):\n    return (x + ")
+    fill = run_fill(engine, FillJob(snap, at, at, "fim", settings), None)
+    assert fill.trace["leadTokens"] == 3
+    assert repaired and all(lead == 3 for lead, _ in repaired)
