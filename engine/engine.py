@@ -20,7 +20,7 @@ from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
 from .errors import OutOfMemoryError
-from .kvcache import PrefixCache, fork
+from .kvcache import PrefixCache, common_prefix_length, fork
 from .lead import Lead, extend, lead
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
@@ -159,13 +159,14 @@ class Engine:
             pinned_rows = row_lengths if holes is PINNED else None
             options = replace(options, canvas_length=plan.length)
             continuable = not (request.seed_text is not None or request.lengths or request.segments or pinned_rows)
-            base, led = prefill.cache, Lead()
+            base, start, led = prefill.cache, prefill.prompt_tokens, Lead()
             if self._leads(request, pinned_rows) and options.lead_tokens:
-                base = fork(prefill.cache, 1)
-                led = lead(self.model, self.prefix_cache.last_hidden, base, prefill.prompt_tokens,
+                led = lead(self.model, self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens,
                            options.lead_tokens, self.format.stop_ids)
+                if led.ids and not led.stopped:
+                    base, start = self._led_context(request, prompt, led.ids)
+                    led.passes += 1  # the pass that encoded the context's new tokens
             cache = fork(base, rows)
-            start = prefill.prompt_tokens + len(led.ids)  # where the canvas's positions begin
             tokens, confidence, steps = [], [], torch.zeros(rows, dtype=torch.long)
             canvases = 0
             # When the head ended the middle itself, no canvas is needed.
@@ -204,9 +205,27 @@ class Engine:
 
     def _leads(self, request: FillRequest, pinned_rows) -> bool:
         """Whether the head may write a fill's first tokens: plain infill with a FIM prompt only
-        (a rewrite's seed, a joint fill's segments and a pinned suffix fix the canvas's layout)."""
+        (a rewrite's seed, a joint fill's segments and a pinned suffix fix the canvas's layout), on
+        a cache that can be cut back to the prefix (`_led_context`)."""
         return (request.seed_text is None and not request.segments and pinned_rows is None
-                and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None)
+                and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None
+                and self.prefix_cache.croppable())
+
+    def _led_context(self, request: FillRequest, prompt: list[int], ids: list[int]):
+        """A one-row cache of the prompt whose prefix ends with the head's text, and its length.
+
+        The canvas then starts right after `<fim_middle>`, where training put every middle's first
+        block; a canvas after the head's tokens in the middle (the way a second canvas continues a
+        first) scored 0.185 edit similarity on the 400 held-out holes against 0.198 this way.
+        Only the tokens from the end of the prefix on are encoded; the rest is the prompt's cache.
+        """
+        text = cands.plain_text(self.tokenizer, self.format.stop_ids, ids)
+        context = self.format.infill_ids(request.prefix + text, request.suffix, request.chunks)
+        common = min(common_prefix_length(prompt, context), len(context) - 1)
+        cache = fork(self.prefix_cache.cache, 1)
+        cache.crop(common - len(prompt))  # back to where the two prompts part
+        extend(self.model, cache, context[common:], common)
+        return cache, len(context)
 
     @property
     def _stop(self) -> int:
@@ -264,9 +283,7 @@ class Engine:
             prefill = self.prefix_cache.prefill(prompt, reuse=request.reuse_cache)
             plan = plans.renoised(candidate.canvas[lead:], positions)
             strategy = EntropyBoundStrategy(options.entropy_bound, plan.length, self.vocab_size, options.max_steps)
-            cache = fork(prefill.cache, 1)
-            if lead:
-                extend(self.model, cache, candidate.canvas[:lead], prefill.prompt_tokens)
+            cache = self._led_context(request, prompt, candidate.canvas[:lead])[0] if lead else fork(prefill.cache, 1)
             out = denoise(lambda c, sc: self._decode(c, sc, cache), 1, plan, replace(options, canvas_length=plan.length),
                           self.vocab_size, self.device, strategy, cancel)
         repaired = self._candidates(out.tokens.cpu(), out.confidence.float().cpu(), out.steps.cpu() + candidate.steps,

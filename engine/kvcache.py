@@ -69,7 +69,7 @@ class PrefixCache:
     def clear(self) -> None:
         self.tokens, self.cache, self.last_hidden = [], None, None
 
-    def _croppable(self) -> bool:
+    def croppable(self) -> bool:
         return self.cache is not None and all(getattr(l, "is_croppable", False) for l in self.cache.layers)
 
     def prefill(self, ids: list[int], reuse: bool = True) -> Prefill:
@@ -78,7 +78,7 @@ class PrefixCache:
         if ids and common == len(ids) and (common < len(self.tokens) or self.last_hidden is None):
             # The kept hidden state belongs to a longer prompt: encode the last token again.
             common -= 1
-        if common < len(self.tokens) and not self._croppable():
+        if common < len(self.tokens) and not self.croppable():
             common = 0
         if common == 0:
             self.cache = DynamicCache(config=self.model.config.get_text_config())

@@ -9,9 +9,9 @@ fourfold (`benchmarks/lead.py`, `benchmarks/results/lead.json`).
 
 A model directory opts in with `lead_config.json` (`{"lead_tokens": 4}`), written by the tuning
 that measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so
-the default is no lead. The head's tokens are greedy; each one costs a single-token encoder pass
-after the prompt, and they join the encoder's cache, so the canvas that follows continues the
-middle exactly as a second canvas continues the first.
+the default is no lead. The head's tokens are greedy, each one a single-token encoder pass after
+the prompt; the canvas is then decoded against the prompt whose prefix ends with their text, so
+it starts right after `<fim_middle>` as every middle's first block did in training.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def extend(model, cache, ids: list[int], start: int) -> torch.Tensor:
 def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids) -> Lead:
     """Up to `count` greedy head tokens after the prompt whose last hidden state is `hidden` [1, 1, H].
 
-    `cache` (one row, the prompt's `start` tokens) grows by the tokens written, so a canvas
-    decoded against it comes after them.
+    `cache` (one row, the prompt's `start` tokens) takes each token that another is predicted
+    from; the last one is left out, since the canvas's context is built apart (`Engine._led_context`).
     """
     out = Lead()
     for _ in range(count):
@@ -56,6 +56,8 @@ def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids) -
             break
         out.ids.append(token)
         out.confidences.append(float(probs[token]))
+        if len(out.ids) == count:
+            break
         hidden = extend(model, cache, [token], start + len(out.ids) - 1)
         out.passes += 1
     return out

@@ -34,16 +34,18 @@ def test_the_lead_is_the_heads_greedy_tokens_and_the_canvas_continues_after_them
     assert len(cand.confidences) == len(cand.token_ids) == len(cand.token_offsets)
     assert cand.token_offsets[-1][1] == len(cand.text)
     assert result.timings["leadTokens"] == 3
-    # The canvas is what a denoiser whose encoder context holds the prompt and the lead makes.
+    # The canvas is what a denoiser makes from the prompt whose prefix ends with the head's text:
+    # the canvas starts right after <fim_middle>, as in training.
     torch.manual_seed(5)
-    prompt = engine.format.infill_ids(PREFIX, SUFFIX)
-    context = PrefixCache(engine.model).prefill(prompt + lead).cache
+    text = engine.tokenizer.decode(lead, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    context = PrefixCache(engine.model).prefill(engine.format.infill_ids(PREFIX + text, SUFFIX)).cache
     options = engine.options(FillRequest(PREFIX, SUFFIX))
     plan, strategy = engine._fresh_plan(options)
     cache = fork(context, 1)
     out = denoise(lambda c, sc: engine._decode(c, sc, cache), 1, plan, options, engine.vocab_size,
                   engine.device, strategy)
     assert cand.canvas[3:] == out.tokens[0].tolist()
+    assert cand.text.startswith(text)
     assert cand.steps == int(out.steps[0]) + 3  # three single-token encoder passes for the lead
 
 
