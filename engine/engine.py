@@ -206,8 +206,15 @@ class Engine:
     def _leads(self, request: FillRequest, pinned_rows) -> bool:
         """Whether the head may write a fill's first tokens: plain infill with a FIM prompt only
         (a rewrite's seed, a joint fill's segments and a pinned suffix fix the canvas's layout), on
-        a cache that can be cut back to the prefix (`_led_context`)."""
+        a cache that can be cut back to the prefix (`_led_context`), in a hole that ends its line.
+
+        A hole that closes inside a line must meet the text after it, which a left-to-right head
+        does not plan for: with the head leading them, random spans fell from 0.196 to 0.167 edit
+        similarity on the 400 held-out holes and from 0.142 to 0.065 on the quality benchmark's 60,
+        while holes that end their line gained (HumanEval's single lines 0.335 to 0.402).
+        """
         return (request.seed_text is None and not request.segments and pinned_rows is None
+                and not request.suffix.split("\n", 1)[0].strip()
                 and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None
                 and self.prefix_cache.croppable())
 

@@ -59,13 +59,18 @@ def test_a_led_fill_leaves_the_prefix_cache_holding_only_the_prompt(engine):
     assert [c.token_ids for c in warm.candidates] == [c.token_ids for c in cold.candidates]
 
 
-def test_no_lead_by_default_and_none_for_rewrites_or_joint_fills(engine):
+def test_no_lead_by_default_and_none_for_rewrites_joint_fills_or_holes_inside_a_line(engine):
     assert engine.defaults.lead_tokens == 0
     plain = engine.fill(FillRequest(PREFIX, SUFFIX, seed=3))
     assert all(c.lead == 0 for c in plain.candidates) and "leadTokens" not in plain.timings
     rewrite = engine.fill(FillRequest(PREFIX, SUFFIX, seed_text="width * height", lead_tokens=4))
     joint = engine.fill(FillRequest("def f(a, b):\n    x = ", "\n", segments=(3, "\n    y = ", 3), lead_tokens=4))
     assert all(c.lead == 0 for c in rewrite.candidates + joint.candidates)
+    # A hole that closes inside its line is left to the decoder; one whose line ends after it is led.
+    inside = engine.fill(FillRequest("def area(", "):\n    pass\n", lead_tokens=4))
+    at_end = engine.fill(FillRequest("def area(", "   \n    pass\n", lead_tokens=4))
+    assert all(c.lead == 0 for c in inside.candidates) and "leadTokens" not in inside.timings
+    assert at_end.timings.get("leadTokens", 0) > 0 or at_end.canvases == 0
 
 
 def test_a_head_that_ends_the_middle_needs_no_canvas(engine, monkeypatch):
