@@ -7,7 +7,9 @@ embedded model's fills go wrong (`formatter.formatter.formatterFormatter`). On t
 every training piece is scored on, four head tokens before the canvas lift exact match about
 fourfold (`benchmarks/lead.py`, `benchmarks/results/lead.json`).
 
-A model directory opts in with `lead_config.json` (`{"lead_tokens": 4}`), written by the tuning
+Only holes that end their line are led: a hole that closes inside a line must meet the text after
+it, which a left-to-right head does not plan for (`Engine._leads` has the measurements). A model
+directory opts in with `lead_config.json` (`{"lead_tokens": 4}`), written by the tuning
 that measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so
 the default is no lead. The head's tokens are greedy, each one a single-token encoder pass after
 the prompt; the canvas is then decoded against the prompt whose prefix ends with their text, so
