@@ -229,3 +229,17 @@ def test_the_piece_schedule_anneals_before_whichever_limit_comes_first():
     assert piece_share(cfg, 540, tokens=300, first_tokens=200) == pytest.approx(0.9)  # time leads tokens
     assert lr_at(10, cfg, 0, piece_share(cfg, 60, 1000, 200)) == pytest.approx(0.1)  # budget spent: annealed
     assert piece_share(TrainConfig(out="x", piece_minutes=10), 300, tokens=10**9, first_tokens=0) == 0.5
+
+
+def test_a_baseline_that_has_its_budget_says_so_and_trains_nothing(tmp_path, capsys, monkeypatch):
+    import json
+
+    import dg_engine.train.__main__ as cli
+
+    state = tmp_path / "ar_state"
+    state.mkdir()
+    (state / "state.json").write_text(json.dumps(
+        {"step": 40, "tokens": 5000, "argv": ["--size", "tiny", "--objective", "ar", "--max-tokens", "5000"]}))
+    monkeypatch.setattr(cli, "main", lambda argv: (_ for _ in ()).throw(AssertionError("trained")))
+    cli.baseline_run(["--minutes", "1", "--state", str(state), "--tokens", "4000"])
+    assert "already has its budget (5,000 of 4,000 tokens)" in capsys.readouterr().out

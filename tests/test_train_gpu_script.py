@@ -58,10 +58,14 @@ def test_the_gpu_script_trains_the_ar_baseline_to_a_token_budget(tmp_path: Path)
     out = tmp_path / "piece"
     own = ROOT / "engine" / "train" / "ar_state" / "state.json"
     before = own.read_text() if own.exists() else None
-    _script(out, _shards(tmp_path), OBJECTIVE="ar", AR_TOKENS="1500")
+    # From the committed baseline state when there is one (the script continues it), else from scratch.
+    start = json.loads(before) if before else {"step": 0, "tokens": 0}
+    budget = start["tokens"] + 1500
+    _script(out, _shards(tmp_path), OBJECTIVE="ar", AR_TOKENS=str(budget))
     state = json.loads((out / "ar_state" / "state.json").read_text())
-    assert state["config"]["objective"] == "ar" and state["config"]["max_tokens"] == 1500
-    assert state["tokens"] >= 1500 and state["step"] < 10  # the budget ended it, not the minutes
+    assert state["config"]["objective"] == "ar" and state["config"]["max_tokens"] == budget
+    # The budget ended it, not the minutes.
+    assert state["tokens"] >= budget and start["step"] < state["step"] < start["step"] + 10
     committed = json.loads((ROOT / "engine" / "train" / "state" / "state.json").read_text())
     assert state["config"]["size"] == committed["config"]["size"]
     assert (out / "ar_model" / "model.safetensors").stat().st_size > 1_000_000
