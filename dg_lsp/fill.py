@@ -168,13 +168,16 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
     request = request_for(job, ctx)
     result = engine.fill(request, cancel=cancel, on_step=on_step)
     cleaned, repair_rounds = [], 0
+    deadline = started + job.settings.inline_repair_budget_ms / 1000 if job.mode == "inline" else None
     chat = getattr(getattr(engine, "format", None), "name", "") == "chat"
     for cand in result.candidates:
         if not rewriting and spec is not None and job.settings.syntax_repair:
             # Ghost text must keep up with typing: there a fill whose salvaged start parses is
-            # shown as that start, and only one that cannot be salvaged costs re-noising rounds.
+            # shown as that start, and only one that cannot be salvaged costs re-noising rounds,
+            # as many as end within the inline budget.
             cand, rounds = repair(engine, request, cand, ctx, spec, cancel, job.settings.repair_rounds,
-                                  salvage=job.mode == "inline")
+                                  salvage=job.mode == "inline", deadline=deadline,
+                                  round_s=result.denoise_ms / 1000)
             repair_rounds += rounds
         raw = clean_chat_answer(cand.text, ctx.prefix) if chat and not rewriting else cand.text
         text = raw if rewriting else postprocess(raw, ctx, spec)
@@ -225,19 +228,24 @@ def error_positions(cand, ctx: HoleContext, spec, neighbourhood: int = 2) -> lis
     return sorted(p for p in bad if 0 <= p < len(cand.canvas))
 
 
-def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds: int, salvage: bool = False):
+def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds: int, salvage: bool = False,
+           deadline: float | None = None, round_s: float = 0.0):
     """Syntax-guided re-noising: re-denoise the tokens around new syntax errors, the rest clamped.
 
-    With `salvage`, a fill whose salvaged start adds no errors counts as needing no repair.
+    With `salvage`, a fill whose salvaged start adds no errors counts as needing no repair. With a
+    `deadline` (a `time.perf_counter()` value), a round starts only when it should end before it:
+    a round is expected to take as long as the last one did, the first as long as `round_s`.
     Returns the repaired candidate and the number of re-noising rounds that ran.
     """
     for done in range(rounds):
         if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec, salvage=salvage), spec):
             return cand, done
         positions = error_positions(cand, ctx, spec)
-        if not positions:
+        began = time.perf_counter()
+        if not positions or (deadline is not None and began + round_s > deadline):
             return cand, done
         cand = engine.renoise(request, cand, positions, cancel)
+        round_s = time.perf_counter() - began
     return cand, rounds
 
 

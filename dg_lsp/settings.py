@@ -40,6 +40,9 @@ class Settings:
     hole_markers: tuple[str, ...] = ("TODO(dg)",)
     inline_enabled: bool = True
     inline_valid_only: bool = False
+    # Ghost text keeps up with typing: a syntax-repair round starts only when it can end within
+    # this many milliseconds of the request (0: ghost text is never repaired).
+    inline_repair_budget_ms: int = 250
     drafts: bool = False
     confidence_threshold: float = 0.3
     confidence_display: str = "diagnostics"
@@ -112,6 +115,8 @@ def _check(name: str, value: Any, current: Any) -> tuple[bool, Any]:
         return isinstance(value, bool), value
     if name == "repair_rounds":
         return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 8, value
+    if name == "inline_repair_budget_ms":
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 60000, value
     if isinstance(current, int):
         return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65536, value
     return False, value

@@ -214,7 +214,7 @@ class Engine:
         while holes that end their line gained (HumanEval's single lines 0.335 to 0.402).
         """
         return (request.seed_text is None and not request.segments and pinned_rows is None
-                and not request.suffix.split("\n", 1)[0].strip()
+                and not _first_line(request.suffix).strip()
                 and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None
                 and self.prefix_cache.croppable())
 
@@ -410,3 +410,8 @@ def load_engine(config: EngineConfig) -> Engine:
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine
+
+
+def _first_line(text: str) -> str:
+    end = text.find("\n")
+    return text if end < 0 else text[:end]

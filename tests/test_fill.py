@@ -49,6 +49,52 @@ def test_syntax_repair_renoises_tokens_of_fills_that_add_errors(engine, monkeypa
     assert calls == []
 
 
+def test_ghost_text_repairs_only_within_its_budget(engine, monkeypatch):
+    import dg_lsp.fill as fill_module
+
+    # A clock that only moves when the model works: each fill or repair round takes 100 "ms".
+    now = [0.0]
+    monkeypatch.setattr(fill_module.time, "perf_counter", lambda: now[0])
+    fill, renoise = engine.fill, engine.renoise
+    rounds = []
+
+    def slow_fill(*args, **kwargs):
+        result = fill(*args, **kwargs)
+        now[0] += 0.1
+        return dataclasses.replace(result, denoise_ms=100.0)
+
+    def slow_renoise(*args, **kwargs):
+        rounds.append(now[0])
+        now[0] += 0.1
+        return renoise(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "fill", slow_fill)
+    monkeypatch.setattr(engine, "renoise", slow_renoise)
+    # Between a `def`'s parameters and its colon nothing the untrained model writes parses.
+    text = "def total(xs):\n    return sum(xs)\n"
+    at = len("def total(xs)")
+
+    def ghost(budget_ms: int, mode: str = "inline") -> int:
+        rounds.clear()
+        now[0] = 0.0
+        run_fill(engine, job(text, at, mode=mode, repairRounds=3, variableLength=False,
+                             inline={"repairBudgetMs": budget_ms}), None)
+        return len(rounds)
+
+    assert ghost(0) == 0
+    assert ghost(150) == 0  # the fill took 100 ms; a round as long would end at 200
+    assert ghost(250) == 1  # one round ends at 200; a second would end at 300
+    assert ghost(10_000) == 3
+    # Commands are not held to the ghost-text budget.
+    assert ghost(0, mode="fim") == 3
+
+
+def test_the_inline_repair_budget_is_validated():
+    settings, problems = Settings().update({"inline": {"repairBudgetMs": -5}})
+    assert settings.inline_repair_budget_ms == 250 and problems
+    assert Settings().update({"inline": {"repairBudgetMs": 0}})[0].inline_repair_budget_ms == 0
+
+
 def test_error_positions_cover_the_broken_tokens(engine):
     from dg_engine import FillRequest
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dg_lsp.syntax import Budget, HoleKind, extract_context, language_for
+from dg_lsp.syntax.context import CUT_STRIDE_LINES, approx_tokens
 
 K = HoleKind
 
@@ -151,16 +152,52 @@ def test_unknown_language_cuts_at_lines_and_keeps_as_much_as_fits() -> None:
     lines = [f"line number {i:03d} with some words" for i in range(200)]
     text = "\n".join(lines) + "\n"
     start = text.index("line number 100") + 5
-    budget = Budget(prefix_tokens=300, suffix_tokens=200)
+    # Budgets of fewer lines than the cut stride: the stride would cost half, so all that fits.
+    budget = Budget(prefix_tokens=300, suffix_tokens=400)
     ctx = extract_context(text, start, start, None, budget, len)
     assert_line_aligned(text, ctx)
-    assert len(ctx.prefix) <= 300 and len(ctx.suffix) <= 200
+    assert len(ctx.prefix) <= 300 and len(ctx.suffix) <= 400
     # One more line on either side would not have fitted.
     previous_line = text.rfind("\n", 0, ctx.prefix_start - 1) + 1
     assert len(text[previous_line:start]) > 300
     next_end = text.index("\n", ctx.suffix_end) + 1
-    assert len(text[start:next_end]) > 200
+    assert len(text[start:next_end]) > 400
     assert ctx.prefix == text[ctx.prefix_start : start] and ctx.suffix == text[start : ctx.suffix_end]
+
+
+def test_large_windows_cut_on_stride_lines_within_a_stride_of_all_that_fits() -> None:
+    lines = [f"line number {i:03d} with some words" for i in range(400)]
+    text = "\n".join(lines) + "\n"
+    start = text.index("line number 200") + 5
+    budget = Budget(prefix_tokens=3000, suffix_tokens=2000)
+    ctx = extract_context(text, start, start, None, budget, len)
+    assert_line_aligned(text, ctx)
+    assert len(ctx.prefix) <= 3000 and len(ctx.suffix) <= 2000
+    assert text.count("\n", 0, ctx.prefix_start) % CUT_STRIDE_LINES == 0
+    assert text.count("\n", ctx.suffix_end) % CUT_STRIDE_LINES == 0
+    line = len(lines[0]) + 1
+    assert len(text[ctx.prefix_start:start]) > 3000 - CUT_STRIDE_LINES * line
+    assert len(ctx.suffix) > 2000 - CUT_STRIDE_LINES * line
+
+
+@pytest.mark.parametrize("language", ["python", None])
+def test_typing_at_the_hole_keeps_the_window_for_many_keystrokes(language) -> None:
+    # A long module; the user types a new function body in the middle of it, a character at a time.
+    body = "".join(f"def f{i}(a, b):\n    total = a + b * {i}\n    return total\n\n\n" for i in range(120))
+    middle = body.index("def f60")
+    typed = "def g(values):\n    best = None\n    for v in values:\n        if best is None or v > best:\n" \
+            "            best = v\n    return best\n\n\n" * 3
+    spec = language_for(language, None) if language else None
+    windows = []
+    for n in range(1, len(typed) + 1):
+        text = body[:middle] + typed[:n] + body[middle:]
+        ctx = extract_context(text, middle + n, middle + n, spec, Budget(1536, 512), approx_tokens)
+        # Where the window starts, and how far before the end of the document it stops.
+        windows.append((ctx.prefix_start, len(text) - ctx.suffix_end, ctx.prefix[:200]))
+    changes = sum(a != b for a, b in zip(windows, windows[1:]))
+    # 24 typed lines cross the prefix's stride at most twice; the suffix never moves.
+    assert len({w[1] for w in windows}) == 1
+    assert changes <= 2, changes
 
 
 def test_hole_line_is_never_split_even_with_zero_budget() -> None:

@@ -27,10 +27,13 @@ from .lines import (
     line_start,
     line_text,
 )
-from .tree import DocumentTree, Utf8Index, node_span, parse
+from .tree import DocumentTree, Utf8Index, node_span, parse, reparse_edited
 
 # No tokenizer turns more than this many characters into one token; used to bound the search.
 _MAX_CHARS_PER_TOKEN = 32
+# Cuts move in steps of this many lines while the user types (`_stable_start`): a window up to
+# this many lines short of its budget, against a prompt that stays the same for many keystrokes.
+CUT_STRIDE_LINES = 16
 _WORDS = re.compile(r"\w+|[^\w\s]|\s+")
 
 
@@ -217,7 +220,11 @@ def _fitting_end(candidates: list[int], end: int, limit: int, count: _Counter) -
 def _cut_prefix(
     text: str, start: int, syntactic: set[int] | None, limit: int, count: _Counter
 ) -> int:
-    """Where the kept prefix begins: a syntactic boundary if that keeps enough, else a line start."""
+    """Where the kept prefix begins: a syntactic boundary if that keeps enough, else a line start.
+
+    The cut sits on the first stable line (`_stable_start`) at or after the earliest line that
+    fits, so typing at the hole moves it once every `CUT_STRIDE_LINES` lines, not at every line.
+    """
     floor = line_start(text, start)
     window = max(0, start - limit * _MAX_CHARS_PER_TOKEN)
     lines = _line_starts(text, window, floor)
@@ -225,17 +232,20 @@ def _cut_prefix(
         lines.append(floor)
     if lines[0] == 0 and count(0, start) <= limit:
         return 0
+    tightest = _fitting_start(lines, start, limit, count)
+    stable = _stable_start(text, lines, tightest)
+    if count(stable, start) * 2 < limit:  # very long lines: the stride would cost half the budget
+        stable = tightest
     if syntactic is not None:
-        candidates = sorted({c for c in syntactic if window <= c <= floor} | {floor})
-        chosen = _fitting_start(candidates, start, limit, count)
+        chosen = min((c for c in syntactic if stable <= c <= floor), default=floor)
         # A syntactic cut that throws away more than half the budget loses too much context.
         if count(chosen, start) * 2 >= limit:
             return chosen
-    return _fitting_start(lines, start, limit, count)
+    return stable
 
 
 def _cut_suffix(text: str, end: int, syntactic: set[int] | None, limit: int, count: _Counter) -> int:
-    """Where the kept suffix ends, by the same rules as `_cut_prefix`."""
+    """Where the kept suffix ends, by the same rules as `_cut_prefix` (`_stable_end`)."""
     ceiling = after_line(text, end)
     window = min(len(text), end + limit * _MAX_CHARS_PER_TOKEN)
     lines = [e for e in _line_ends(text, ceiling, window) if e >= ceiling] or [ceiling]
@@ -243,12 +253,40 @@ def _cut_suffix(text: str, end: int, syntactic: set[int] | None, limit: int, cou
         lines.insert(0, ceiling)
     if lines[-1] == len(text) and count(end, len(text)) <= limit:
         return len(text)
+    widest = _fitting_end(lines, end, limit, count)
+    stable = _stable_end(text, lines, widest)
+    if count(end, stable) * 2 < limit:
+        stable = widest
     if syntactic is not None:
-        candidates = sorted({c for c in syntactic if ceiling <= c <= window} | {ceiling})
-        chosen = _fitting_end(candidates, end, limit, count)
+        chosen = max((c for c in syntactic if ceiling <= c <= stable), default=ceiling)
         if count(end, chosen) * 2 >= limit:
             return chosen
-    return _fitting_end(lines, end, limit, count)
+    return stable
+
+
+def _stable_start(text: str, lines: list[int], tightest: int) -> int:
+    """The first of `lines` (consecutive line starts) at or after `tightest` whose line number is a
+    multiple of `CUT_STRIDE_LINES`; the last line when none is.
+
+    Typing at the hole changes no line number before it, so the engine's prefix cache, which is
+    reused up to the first token that differs, keeps the whole window between strides instead of
+    re-encoding it (in 300-line files, one keystroke in twelve re-encoded ~1,500 tokens).
+    """
+    for line in lines[lines.index(tightest):]:
+        if text.count("\n", 0, line) % CUT_STRIDE_LINES == 0:
+            return line
+    return lines[-1]
+
+
+def _stable_end(text: str, lines: list[int], widest: int) -> int:
+    """The last of `lines` (consecutive line ends) at or before `widest` with a multiple of
+    `CUT_STRIDE_LINES` lines after it, counted from the end, which typing at the hole leaves alone;
+    the first line when none is. The suffix comes first in a suffix-first prompt, so a suffix that
+    moved would cost re-encoding the prefix too."""
+    for line in reversed(lines[: lines.index(widest) + 1]):
+        if text.count("\n", line) % CUT_STRIDE_LINES == 0:
+            return line
+    return lines[0]
 
 
 def _signature_spans(
@@ -357,20 +395,33 @@ def extract_context(
     if spec is not None:
         parsed, index = _tree_for(text, spec, tree)
         chain = _scope_chain(text, parsed.root_node, index, start, end, spec, indent)
-        before_cuts, after_cuts = _syntactic_cuts(text, chain, index, start, end)
         in_text = _in_text_block(text, chain, index, start, spec)
+        steady, steady_index, steady_chain = text, index, chain
+        if count(0, start) > budget.prefix_tokens or count(end, len(text)) > budget.suffix_tokens:
+            # The cuts and headers come from the document without the hole's lines: a line being
+            # typed is mostly broken, and each way of breaking it can make the parser recover into
+            # a different tree (a class that encloses the hole at one keystroke and not the next),
+            # while the window should stay put for the engine's prefix cache.
+            begin, finish = line_start(text, start), line_end(text, end)
+            blank = re.sub(r"[^\n]", " ", text[begin:finish])
+            steady = text[:begin] + blank + text[finish:]  # every offset stays where it was
+            steady_index = Utf8Index(steady)
+            steady_tree = reparse_edited(parsed, text, index, begin, finish, blank, spec)
+            steady_chain = _scope_chain(steady, steady_tree.root_node, steady_index, start, end, spec, indent)
+        before_cuts, after_cuts = _syntactic_cuts(steady, steady_chain, steady_index, start, end)
     cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens, count)
     headers: list[tuple[int, int]] = []
     if spec is not None and index is not None and cut > 0:
-        spans = _signature_spans(text, chain, index, spec) + _import_spans(text, chain[-1], index, spec)
-        # Headers may use half the budget; the cut is recomputed until the choice is stable.
-        for _ in range(3):
-            chosen = _choose_headers(spans, cut, budget.prefix_tokens // 2, count)
-            if chosen == headers:
-                break
-            headers = chosen
-            spent = sum(count(b, f) for b, f in headers)
-            cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens - spent, count)
+        spans = (_signature_spans(steady, steady_chain, steady_index, spec)
+                 + _import_spans(steady, steady_chain[-1], steady_index, spec))
+        # Headers may use half the budget. They are chosen once, against the cut with the whole
+        # budget, and the cut then moves on to make room: a cut later than the one the headers
+        # were chosen against leaves every chosen header cut off, so none repeats in the window.
+        # (Re-choosing them against the new cut until nothing changes could flip between two
+        # choices from one keystroke to the next, each time changing the whole prompt.)
+        headers = _choose_headers(spans, cut, budget.prefix_tokens // 2, count)
+        spent = sum(count(b, f) for b, f in headers)
+        cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens - spent, count)
         headers = [(b, min(f, cut)) for b, f in headers if b < cut]
     suffix_end = _cut_suffix(text, end, after_cuts, budget.suffix_tokens, count)
     prefix = "".join(text[b:f] for b, f in headers) + text[cut:start]

@@ -196,6 +196,35 @@ def forget_error_counts() -> None:
         _ERROR_COUNTS.clear()
 
 
+def edit_tree(tree: tree_sitter.Tree, text: str, index: Utf8Index, start: int, end: int, new_text: str) -> None:
+    """Tell `tree` (of `text`, indexed by `index`) that text[start:end] became `new_text`."""
+    start_byte = index.to_byte(start)
+    start_point = point_at(text, index, start)
+    inserted = encode(new_text)
+    last_newline = new_text.rfind("\n")
+    if last_newline < 0:
+        new_end_point = (start_point[0], start_point[1] + len(inserted))
+    else:
+        new_end_point = (start_point[0] + new_text.count("\n"), len(encode(new_text[last_newline + 1 :])))
+    tree.edit(
+        start_byte=start_byte,
+        old_end_byte=index.to_byte(end),
+        new_end_byte=start_byte + len(inserted),
+        start_point=start_point,
+        old_end_point=point_at(text, index, end),
+        new_end_point=new_end_point,
+    )
+
+
+def reparse_edited(tree: tree_sitter.Tree, text: str, index: Utf8Index, start: int, end: int, new_text: str,
+                   spec: LanguageSpec) -> tree_sitter.Tree:
+    """The tree of text[:start] + new_text + text[end:], reparsed incrementally from a copy of
+    `tree` (the tree of `text`, which stays as it was)."""
+    edited = tree.copy()
+    edit_tree(edited, text, index, start, end, new_text)
+    return new_parser(spec).parse(encode(text[:start] + new_text + text[end:]), edited)
+
+
 class DocumentTree:
     """A document's text, its language and its tree, kept in sync through `apply_edit`."""
 
@@ -226,28 +255,8 @@ class DocumentTree:
         """Replace text[start:end] with new_text and reparse incrementally from the edited tree."""
         if not 0 <= start <= end <= len(self._text):
             raise ValueError(f"edit range {start}..{end} outside a text of length {len(self._text)}")
-        old_text, old_index = self._text, self._index
-        start_byte = old_index.to_byte(start)
-        start_point = point_at(old_text, old_index, start)
-        old_end_point = point_at(old_text, old_index, end)
-        inserted = encode(new_text)
-        last_newline = new_text.rfind("\n")
-        if last_newline < 0:
-            new_end_point = (start_point[0], start_point[1] + len(inserted))
-        else:
-            new_end_point = (
-                start_point[0] + new_text.count("\n"),
-                len(encode(new_text[last_newline + 1 :])),
-            )
-        self._tree.edit(
-            start_byte=start_byte,
-            old_end_byte=old_index.to_byte(end),
-            new_end_byte=start_byte + len(inserted),
-            start_point=start_point,
-            old_end_point=old_end_point,
-            new_end_point=new_end_point,
-        )
-        self._text = old_text[:start] + new_text + old_text[end:]
+        edit_tree(self._tree, self._text, self._index, start, end, new_text)
+        self._text = self._text[:start] + new_text + self._text[end:]
         self._index = Utf8Index(self._text)
         self._tree = self._parser.parse(encode(self._text), self._tree)
 

@@ -202,12 +202,17 @@ def baseline_run(argv: list[str]) -> None:
         print(f"starting the AR baseline: {budget:,} tokens, the data of {args.like}", flush=True)
     if args.tokens:
         run_argv = _drop_options(run_argv, {"--max-tokens"}) + ["--max-tokens", str(args.tokens)]
-    budget = int(run_argv[len(run_argv) - 1 - run_argv[::-1].index("--max-tokens") + 1])
+    budget = int(_last_value(run_argv, "--max-tokens"))
     if own is not None and own.get("tokens", 0) >= budget:
         print(f"the AR baseline in {args.state} already has its budget ({own['tokens']:,} of {budget:,} "
               "tokens); nothing to train", flush=True)
         return
     main(_piece_argv(run_argv, args, resume=own is not None) + extra)
+
+
+def _last_value(argv: list[str], option: str) -> str:
+    """The value the last `option` on a command line gives (the one argparse keeps)."""
+    return argv[len(argv) - argv[::-1].index(option)]
 
 
 def _first_values(argv: list[str]) -> list[str]:

@@ -43,7 +43,7 @@ export interface ServerSettings {
   crossFileContext: boolean;
   languages: string[];
   holeMarkers: string[];
-  inline: { enabled: boolean; validOnly: boolean };
+  inline: { enabled: boolean; validOnly: boolean; repairBudgetMs: number };
   drafts: boolean;
   confidence: { threshold: number; display: ConfidenceDisplay };
   syntaxRepair: boolean;
@@ -125,7 +125,11 @@ export function serverSettings(): ServerSettings {
     crossFileContext: bool(c.get('crossFileContext'), true),
     languages: languages(),
     holeMarkers: strings(c.get('holeMarkers'), ['TODO(dg)']),
-    inline: { enabled: bool(c.get('inline.enabled'), true), validOnly: bool(c.get('inline.validOnly'), false) },
+    inline: {
+      enabled: bool(c.get('inline.enabled'), true),
+      validOnly: bool(c.get('inline.validOnly'), false),
+      repairBudgetMs: int(c.get('inline.repairBudgetMs'), 250, 0, 60000),
+    },
     drafts: draftsEnabled(),
     confidence: {
       threshold: num(c.get('confidence.threshold'), 0.3, 0, 1),

@@ -159,7 +159,7 @@ const EXPECTED_SETTINGS = {
   crossFileContext: true,
   languages: ['python', 'javascript', 'typescript', 'javascriptreact', 'typescriptreact', 'rust', 'go', 'c', 'cpp', 'java', 'markdown'],
   holeMarkers: ['TODO(dg)'],
-  inline: { enabled: true, validOnly: false },
+  inline: { enabled: true, validOnly: false, repairBudgetMs: 250 },
   drafts: true,
   confidence: { threshold: 0.3, display: 'diagnostics' },
   syntaxRepair: true,
