@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from dg_lsp.syntax import Budget, HoleKind, extract_context, language_for
-from dg_lsp.syntax.context import CUT_STRIDE_LINES, approx_tokens
+from dg_lsp.syntax.context import approx_tokens
+from dg_lsp.syntax.cuts import CUT_STRIDE_LINES
 
 K = HoleKind
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import tree_sitter
 
+from .cuts import TokenCounter, cut_prefix, cut_suffix
 from .kinds import HoleKind, classify, hole_indent
 from .languages import LanguageSpec
 from .lines import (
@@ -29,11 +30,6 @@ from .lines import (
 )
 from .tree import DocumentTree, Utf8Index, node_span, parse, reparse_edited
 
-# No tokenizer turns more than this many characters into one token; used to bound the search.
-_MAX_CHARS_PER_TOKEN = 32
-# Cuts move in steps of this many lines while the user types (`_stable_start`): a window up to
-# this many lines short of its budget, against a prompt that stays the same for many keystrokes.
-CUT_STRIDE_LINES = 16
 _WORDS = re.compile(r"\w+|[^\w\s]|\s+")
 
 
@@ -83,45 +79,6 @@ class HoleContext:
         """The hole line's text after the hole."""
         newline = self.suffix.find("\n")
         return self.suffix if newline < 0 else self.suffix[:newline]
-
-
-class _Counter:
-    """Memoises token counts of document slices, since the cut search asks for some twice."""
-
-    def __init__(self, text: str, count: Callable[[str], int]) -> None:
-        self._text = text
-        self._count = count
-        self._cache: dict[tuple[int, int], int] = {}
-
-    def __call__(self, start: int, end: int) -> int:
-        key = (start, end)
-        if key not in self._cache:
-            self._cache[key] = self._count(self._text[start:end]) if end > start else 0
-        return self._cache[key]
-
-
-def _line_starts(text: str, low: int, high: int) -> list[int]:
-    """Starts of the lines beginning in [low, high], ascending."""
-    starts = [0] if low == 0 else []
-    position = text.find("\n", max(low - 1, 0))
-    while position != -1 and position + 1 <= high:
-        if position + 1 >= low:
-            starts.append(position + 1)
-        position = text.find("\n", position + 1)
-    return starts
-
-
-def _line_ends(text: str, low: int, high: int) -> list[int]:
-    """Offsets just past each newline in [low, high], plus len(text) when in range, ascending."""
-    ends = []
-    position = text.find("\n", max(low - 1, 0))
-    while position != -1 and position + 1 <= high:
-        if position + 1 >= low:
-            ends.append(position + 1)
-        position = text.find("\n", position + 1)
-    if low <= len(text) <= high and (not ends or ends[-1] != len(text)):
-        ends.append(len(text))
-    return ends
 
 
 def _ancestors(root: tree_sitter.Node, start_byte: int, end_byte: int) -> list[tree_sitter.Node]:
@@ -189,104 +146,6 @@ def _syntactic_cuts(
     starts = {line_start(text, o) for o in before if not text[line_start(text, o) : o].strip()}
     ends = {after_line(text, o) for o in after if not text[o : line_end(text, o)].strip()}
     return starts, ends
-
-
-def _fitting_start(candidates: list[int], start: int, limit: int, count: _Counter) -> int:
-    """The smallest candidate c (ascending list) with count(c, start) <= limit; else the last one."""
-    low, high = 0, len(candidates) - 1
-    best = candidates[-1]
-    while low <= high:
-        middle = (low + high) // 2
-        if count(candidates[middle], start) <= limit:
-            best, high = candidates[middle], middle - 1
-        else:
-            low = middle + 1
-    return best
-
-
-def _fitting_end(candidates: list[int], end: int, limit: int, count: _Counter) -> int:
-    """The largest candidate e (ascending list) with count(end, e) <= limit; else the first one."""
-    low, high = 0, len(candidates) - 1
-    best = candidates[0]
-    while low <= high:
-        middle = (low + high) // 2
-        if count(end, candidates[middle]) <= limit:
-            best, low = candidates[middle], middle + 1
-        else:
-            high = middle - 1
-    return best
-
-
-def _cut_prefix(
-    text: str, start: int, syntactic: set[int] | None, limit: int, count: _Counter
-) -> int:
-    """Where the kept prefix begins: a syntactic boundary if that keeps enough, else a line start.
-
-    The cut sits on the first stable line (`_stable_start`) at or after the earliest line that
-    fits, so typing at the hole moves it once every `CUT_STRIDE_LINES` lines, not at every line.
-    """
-    floor = line_start(text, start)
-    window = max(0, start - limit * _MAX_CHARS_PER_TOKEN)
-    lines = _line_starts(text, window, floor)
-    if not lines or lines[-1] != floor:
-        lines.append(floor)
-    if lines[0] == 0 and count(0, start) <= limit:
-        return 0
-    tightest = _fitting_start(lines, start, limit, count)
-    stable = _stable_start(text, lines, tightest)
-    if count(stable, start) * 2 < limit:  # very long lines: the stride would cost half the budget
-        stable = tightest
-    if syntactic is not None:
-        chosen = min((c for c in syntactic if stable <= c <= floor), default=floor)
-        # A syntactic cut that throws away more than half the budget loses too much context.
-        if count(chosen, start) * 2 >= limit:
-            return chosen
-    return stable
-
-
-def _cut_suffix(text: str, end: int, syntactic: set[int] | None, limit: int, count: _Counter) -> int:
-    """Where the kept suffix ends, by the same rules as `_cut_prefix` (`_stable_end`)."""
-    ceiling = after_line(text, end)
-    window = min(len(text), end + limit * _MAX_CHARS_PER_TOKEN)
-    lines = [e for e in _line_ends(text, ceiling, window) if e >= ceiling] or [ceiling]
-    if lines[0] != ceiling:
-        lines.insert(0, ceiling)
-    if lines[-1] == len(text) and count(end, len(text)) <= limit:
-        return len(text)
-    widest = _fitting_end(lines, end, limit, count)
-    stable = _stable_end(text, lines, widest)
-    if count(end, stable) * 2 < limit:
-        stable = widest
-    if syntactic is not None:
-        chosen = max((c for c in syntactic if ceiling <= c <= stable), default=ceiling)
-        if count(end, chosen) * 2 >= limit:
-            return chosen
-    return stable
-
-
-def _stable_start(text: str, lines: list[int], tightest: int) -> int:
-    """The first of `lines` (consecutive line starts) at or after `tightest` whose line number is a
-    multiple of `CUT_STRIDE_LINES`; the last line when none is.
-
-    Typing at the hole changes no line number before it, so the engine's prefix cache, which is
-    reused up to the first token that differs, keeps the whole window between strides instead of
-    re-encoding it (in 300-line files, one keystroke in twelve re-encoded ~1,500 tokens).
-    """
-    for line in lines[lines.index(tightest):]:
-        if text.count("\n", 0, line) % CUT_STRIDE_LINES == 0:
-            return line
-    return lines[-1]
-
-
-def _stable_end(text: str, lines: list[int], widest: int) -> int:
-    """The last of `lines` (consecutive line ends) at or before `widest` with a multiple of
-    `CUT_STRIDE_LINES` lines after it, counted from the end, which typing at the hole leaves alone;
-    the first line when none is. The suffix comes first in a suffix-first prompt, so a suffix that
-    moved would cost re-encoding the prefix too."""
-    for line in reversed(lines[: lines.index(widest) + 1]):
-        if text.count("\n", line) % CUT_STRIDE_LINES == 0:
-            return line
-    return lines[0]
 
 
 def _signature_spans(
@@ -386,7 +245,7 @@ def extract_context(
         raise ValueError(f"hole {start}..{end} outside a text of length {len(text)}")
     hole_kind = kind if kind is not None else classify(text, start, end, spec)
     unit = detect_indent_unit(text, spec.default_indent if spec is not None else "    ")
-    count = _Counter(text, count_tokens)
+    count = TokenCounter(text, count_tokens)
     chain: list[tree_sitter.Node] = []
     before_cuts = after_cuts = None
     index = None
@@ -409,7 +268,7 @@ def extract_context(
             steady_tree = reparse_edited(parsed, text, index, begin, finish, blank, spec)
             steady_chain = _scope_chain(steady, steady_tree.root_node, steady_index, start, end, spec, indent)
         before_cuts, after_cuts = _syntactic_cuts(steady, steady_chain, steady_index, start, end)
-    cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens, count)
+    cut = cut_prefix(text, start, before_cuts, budget.prefix_tokens, count)
     headers: list[tuple[int, int]] = []
     if spec is not None and index is not None and cut > 0:
         spans = (_signature_spans(steady, steady_chain, steady_index, spec)
@@ -421,9 +280,9 @@ def extract_context(
         # choices from one keystroke to the next, each time changing the whole prompt.)
         headers = _choose_headers(spans, cut, budget.prefix_tokens // 2, count)
         spent = sum(count(b, f) for b, f in headers)
-        cut = _cut_prefix(text, start, before_cuts, budget.prefix_tokens - spent, count)
+        cut = cut_prefix(text, start, before_cuts, budget.prefix_tokens - spent, count)
         headers = [(b, min(f, cut)) for b, f in headers if b < cut]
-    suffix_end = _cut_suffix(text, end, after_cuts, budget.suffix_tokens, count)
+    suffix_end = cut_suffix(text, end, after_cuts, budget.suffix_tokens, count)
     prefix = "".join(text[b:f] for b, f in headers) + text[cut:start]
     return HoleContext(
         prefix=prefix,
