@@ -201,6 +201,31 @@ def test_typing_at_the_hole_keeps_the_window_for_many_keystrokes(language) -> No
     assert changes <= 2, changes
 
 
+def test_a_half_typed_line_does_not_drop_the_enclosing_class_header() -> None:
+    # The standard library's smtplib (read, not trained on): retyping a method's last line, deep in
+    # a class whose header is put back in front of the window. Some ways of leaving its brackets
+    # open made the parser recover into a tree without the class around the hole.
+    import smtplib
+
+    from dg_lsp.fill import estimate_tokens
+
+    source = open(smtplib.__file__, encoding="utf-8").read()
+    line = '        return "\\0%s\\0%s" % (self.user, self.password)\n'
+    assert line in source
+    at = source.index(line) + len("        ")
+    typed = line.strip() + "\n"
+    rest = source.replace(line, "        \n", 1)
+    spec = language_for("python", None)
+    heads = set()
+    for n in range(len(typed)):
+        text = rest[:at] + typed[:n] + rest[at:]
+        start = at + n
+        ctx = extract_context(text, start, start, spec, Budget(1536, 512), estimate_tokens)
+        heads.add(ctx.prefix[: len(ctx.prefix) - (start - ctx.prefix_start)])
+    assert len(heads) == 1
+    assert "class SMTP:\n" in heads.pop()
+
+
 def test_hole_line_is_never_split_even_with_zero_budget() -> None:
     text = "a = 1\nb = foo(1, 2) + bar(3)\nc = 3\n"
     start = text.index("foo") + 4

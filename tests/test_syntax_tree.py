@@ -7,7 +7,7 @@ import random
 import pytest
 
 from dg_lsp.syntax import DocumentTree, Utf8Index, language_for
-from dg_lsp.syntax.tree import ShorterFills, count_errors, parse
+from dg_lsp.syntax.tree import ShorterFills, count_errors, parse, reparse_edited
 
 TRICKY = ["😀", "中文", "é", "e\u0301", "👩\u200d👩\u200d👧", "𝔘", "\n", "  ", "\t", "(", ")", "{", "}", ":", ";", "x", "=", "\"", "'''", "# ", "// ", "1", "def ", "return "]
 
@@ -70,6 +70,21 @@ def test_incremental_parse_reuses_the_old_tree() -> None:
     changed = old.changed_ranges(document.tree)
     assert all(r.end_byte - r.start_byte < 40 for r in changed)
     assert document.text[position : position + 2] == "99"
+
+
+def test_reparse_edited_leaves_the_original_tree_alone() -> None:
+    spec = language_for("python", None)
+    text = "class A:\n    def f(self):\n        return (self.x, self.y\n\n    def g(self):\n        pass\n"
+    tree = parse(text, spec)
+    before = str(tree.root_node)
+    begin = text.index("        return")
+    finish = text.index("\n", begin)
+    blank = " " * (finish - begin)
+    edited = reparse_edited(tree, text, Utf8Index(text), begin, finish, blank, spec)
+    assert str(tree.root_node) == before and tree.root_node.has_error
+    steady = text[:begin] + blank + text[finish:]
+    assert str(edited.root_node) == str(parse(steady, spec).root_node)
+    assert not edited.root_node.has_error
 
 
 def test_replace_text_resynchronises() -> None:
