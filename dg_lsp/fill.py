@@ -115,7 +115,8 @@ def run_fill(
     started = time.perf_counter()
     ctx, spec = context_for(job)
     key = hash((ctx.prefix, ctx.suffix, ctx.selected, job.chunks, job.mode, job.n, job.instruction, job.seed,
-                job.settings.engine, job.settings.syntax_repair, job.settings.variable_length))
+                job.settings.engine, job.settings.syntax_repair, job.settings.repair_rounds,
+                job.settings.inline_repair_budget_ms, job.settings.variable_length))
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return replace(cached, start=ctx.start, end=ctx.end, latency_ms=(time.perf_counter() - started) * 1000)

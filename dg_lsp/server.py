@@ -174,7 +174,8 @@ class DgServer(LanguageServer):
                          "confidenceDisplay": self.settings.confidence_display, "drafts": self.settings.drafts,
                          "syntaxRepair": self.settings.syntax_repair, "repairRounds": self.settings.repair_rounds,
                          "variableLength": self.settings.variable_length,
-                         "inlineValidOnly": self.settings.inline_valid_only},
+                         "inlineValidOnly": self.settings.inline_valid_only,
+                         "inlineRepairBudgetMs": self.settings.inline_repair_budget_ms},
         }
 
     def record_fill(self, feature: str, job, fill, hidden: bool = False) -> None:

@@ -78,6 +78,14 @@ async def test_syntax_repair_renoises_a_fill_that_breaks_the_file(client):
     # Each round is a further denoising of the re-noised tokens, on top of the first pass.
     assert on_passes > off_passes
 
+    # With no time for it, ghost text is not repaired (and the fill above is not served from the
+    # result cache, whose key holds the repair settings).
+    configure(client, inline={"repairBudgetMs": 0})
+    await settled(client, "inlineRepairBudgetMs", 0)
+    rushed, rushed_passes = await inline_fill(client, uri, pos)
+    assert rushed["repairRounds"] == 0 and rushed["addsSyntaxErrors"]
+    assert rushed_passes == off_passes
+
 
 async def test_valid_only_hides_ghost_text_that_would_break_the_file(client):
     # The same seeded, unrepaired fill as above breaks the file; with inline.validOnly the server
