@@ -239,12 +239,15 @@ def repair(engine: Engine, request: FillRequest, cand, ctx, spec, cancel, rounds
     Returns the repaired candidate and the number of re-noising rounds that ran.
     """
     for done in range(rounds):
+        # The deadline first: past it, the two parses below would be spent on nothing.
+        if deadline is not None and time.perf_counter() + round_s > deadline:
+            return cand, done
         if not adds_syntax_errors(ctx, postprocess(cand.text, ctx, spec, salvage=salvage), spec):
             return cand, done
         positions = error_positions(cand, ctx, spec)
-        began = time.perf_counter()
-        if not positions or (deadline is not None and began + round_s > deadline):
+        if not positions:
             return cand, done
+        began = time.perf_counter()
         cand = engine.renoise(request, cand, positions, cancel)
         round_s = time.perf_counter() - began
     return cand, rounds

@@ -81,7 +81,11 @@ def test_ghost_text_repairs_only_within_its_budget(engine, monkeypatch):
                              inline={"repairBudgetMs": budget_ms}), None)
         return len(rounds)
 
+    parses = []
+    error_positions = fill_module.error_positions
+    monkeypatch.setattr(fill_module, "error_positions", lambda *a, **k: parses.append(1) or error_positions(*a, **k))
     assert ghost(0) == 0
+    assert parses == []  # past the deadline, the fill is not even parsed for its errors
     assert ghost(150) == 0  # the fill took 100 ms; a round as long would end at 200
     assert ghost(250) == 1  # one round ends at 200; a second would end at 300
     assert ghost(10_000) == 3
