@@ -153,6 +153,28 @@ REWRITE_CONFIG = "rewrite_config.json"
 LEAD_CONFIG = "lead_config.json"
 
 
+def sampling_defaults(model, config: EngineConfig) -> SamplingOptions:
+    """The model's own sampler settings (its generation config, the library's defaults where it is
+    silent) as `SamplingOptions`, with the canvas, step and entropy options the user configured."""
+    gen = model.generation_config
+    defaults = type(gen)._get_default_generation_params()
+
+    def pick(name):
+        value = getattr(gen, name, None)
+        return defaults[name] if value is None else value
+
+    sampler = pick("sampler_config")
+    return SamplingOptions(
+        canvas_length=config.canvas_length or model.config.canvas_length,
+        max_steps=config.max_steps or pick("max_denoising_steps"),
+        entropy_bound=config.entropy_bound or sampler.entropy_bound,
+        t_min=pick("t_min"),
+        t_max=pick("t_max"),
+        stability_threshold=pick("stability_threshold"),
+        confidence_threshold=pick("confidence_threshold"),
+    )
+
+
 def _tuned(model_dir: Path, name: str, key: str, valid, meaning: str, default):
     """`key` of the json file `name` in `model_dir` when `valid` accepts it; else `default`, with
     a message when the file is there but unusable."""

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .config import EngineConfig, SamplingOptions, tuned_lead_tokens, tuned_renoise_below
+from .config import EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_tokens, tuned_renoise_below
 from . import candidates as cands, plans
 from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
 from .errors import OutOfMemoryError
 from .kvcache import PrefixCache, common_prefix_length, fork
-from .lead import Lead, extend, lead
+from .lead import Lead, extend, lead, led_steps
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
 from .precision import choose as choose_precision
@@ -87,7 +87,7 @@ class Engine:
         self.format = choose_format(tokenizer, [i for i in extra if i is not None], config.prompt_format)
         self.prefix_cache = PrefixCache(model, chunk_size=256 if self.device.type == "cpu" else 2048)
         self.vocab_size = model.config.get_text_config().vocab_size
-        self.defaults = _sampling_defaults(model, config)
+        self.defaults = sampling_defaults(model, config)
         self.memory_bytes = model_bytes(model)
         # The adapter in use ({path, kind, workspace, created, ...}), or why one was refused.
         self.adapter: dict = {}
@@ -173,7 +173,7 @@ class Engine:
             for canvases in range(1, (0 if led.stopped else max(1, request.max_canvases)) + 1):
                 out = denoise(
                     lambda canvas, sc: self._decode(canvas, sc, cache),
-                    rows, plan, options, self.vocab_size, self.device, strategy, cancel, _after(on_step, led),
+                    rows, plan, options, self.vocab_size, self.device, strategy, cancel, led_steps(on_step, led),
                 )
                 tokens.append(out.tokens.cpu())
                 confidence.append(out.confidence.float().cpu())
@@ -336,38 +336,6 @@ class Engine:
         """The text of a draft canvas up to its first stop token (for refining ghost text)."""
         return cands.plain_text(self.tokenizer, self.format.stop_ids,
                                 canvas_row[: cands.first_stop(canvas_row, self.format.stop_ids)])
-
-
-def _after(on_step: StepCallback | None, led: Lead) -> StepCallback | None:
-    """A step callback whose draft canvases start with the head's tokens, as the fill will."""
-    if on_step is None or not led.ids:
-        return on_step
-
-    def step(index: int, canvas: torch.Tensor) -> None:
-        head = torch.tensor(led.ids, dtype=canvas.dtype, device=canvas.device).expand(canvas.shape[0], -1)
-        on_step(index, torch.cat([head, canvas], -1))  # [N, lead + C]
-
-    return step
-
-
-def _sampling_defaults(model, config: EngineConfig) -> SamplingOptions:
-    gen = model.generation_config
-    defaults = type(gen)._get_default_generation_params()
-
-    def pick(name):
-        value = getattr(gen, name, None)
-        return defaults[name] if value is None else value
-
-    sampler = pick("sampler_config")
-    return SamplingOptions(
-        canvas_length=config.canvas_length or model.config.canvas_length,
-        max_steps=config.max_steps or pick("max_denoising_steps"),
-        entropy_bound=config.entropy_bound or sampler.entropy_bound,
-        t_min=pick("t_min"),
-        t_max=pick("t_max"),
-        stability_threshold=pick("stability_threshold"),
-        confidence_threshold=pick("confidence_threshold"),
-    )
 
 
 def load_engine(config: EngineConfig) -> Engine:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .autoregressive import next_token_logits
+from .denoise import StepCallback
 
 
 @dataclass
@@ -63,3 +64,15 @@ def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids) -
         hidden = extend(model, cache, [token], start + len(out.ids) - 1)
         out.passes += 1
     return out
+
+
+def led_steps(on_step: StepCallback | None, led: Lead) -> StepCallback | None:
+    """A step callback whose draft canvases start with the head's tokens, as the fill will."""
+    if on_step is None or not led.ids:
+        return on_step
+
+    def step(index: int, canvas: torch.Tensor) -> None:
+        head = torch.tensor(led.ids, dtype=canvas.dtype, device=canvas.device).expand(canvas.shape[0], -1)
+        on_step(index, torch.cat([head, canvas], -1))  # [N, lead + C]
+
+    return step
