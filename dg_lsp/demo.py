@@ -47,7 +47,7 @@ ACTION_AT = (18, 4)  # the start of `return total`
 NOTE = """# Notes
 
 This module computes area of circles and it also can compute the circumference of them, the
-function total_area add the areas of many circles together and return the total of it.
+function total_area add the the areas of many circles together and return the totl of it.
 
 It has no dependencies.
 """

@@ -15,6 +15,7 @@ from typing import Callable
 
 from dg_engine import Engine, FillRequest
 from dg_engine.prompt import clean_chat_answer
+from dg_engine.proofread import WORD as PLAIN_WORD
 
 from .documents import Snapshot
 from .settings import Settings
@@ -164,7 +165,28 @@ def request_for(job: FillJob, ctx: HoleContext, **extra) -> FillRequest:
     )
 
 
+def _proofread(engine, job: FillJob, ctx: HoleContext, cancel, started: float) -> Fill:
+    """A paragraph without an instruction is proofread (`dg_engine.proofread`): word edits the
+    model judges right, the rest of the text, its line prefixes and its wrapping left as they are."""
+    # Words the text around the paragraph uses are the writer's own (names, terms), not typos.
+    known = frozenset(w.lower() for w in PLAIN_WORD.findall(ctx.prefix + " " + ctx.suffix))
+    proofread, edits = engine.proofread(ctx.selected, before=ctx.prefix, known=known, cancel=cancel)
+    return Fill(
+        start=ctx.start,
+        end=ctx.end,
+        texts=[proofread],
+        confidences=[1.0],
+        latency_ms=(time.perf_counter() - started) * 1000,
+        steps=1,
+        kind=ctx.kind.value if isinstance(ctx.kind, HoleKind) else str(ctx.kind),
+        trace={"proofread": [{"kind": e.kind, "old": ctx.selected[e.start : e.end], "new": e.text, "gain": e.gain}
+                             for e in edits]},
+    )
+
+
 def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> Fill:
+    if job.mode == "paragraph" and job.instruction is None and getattr(engine, "proofreads", False):
+        return _proofread(engine, job, ctx, cancel, started)
     rewriting = job.mode in ("rewrite", "paragraph")
     request = request_for(job, ctx)
     result = engine.fill(request, cancel=cancel, on_step=on_step)

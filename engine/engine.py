@@ -19,11 +19,13 @@ from . import candidates as cands, plans
 from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
-from .errors import OutOfMemoryError
+from .errors import Cancelled, OutOfMemoryError
 from .kvcache import PrefixCache, common_prefix_length, fork
 from .lead import Lead, extend, lead, led_steps
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
+from .proofread import Edit, proofread
+from .lexicon import load as load_lexicon
 from .precision import choose as choose_precision
 from .quantize import checkpoint_format, describe, model_bytes, model_parameters
 
@@ -136,6 +138,26 @@ class Engine:
         except torch.OutOfMemoryError as exc:
             self._recover_memory()
             raise OutOfMemoryError(f"out of memory on {self.device} during a request: {exc}") from exc
+
+    @property
+    def proofreads(self) -> bool:
+        """Whether prose can be proofread (`proofread.py`): a FIM-format model, which this
+        project's training gives a next-token head; a chat checkpoint's head was never measured
+        as a judge of prose, so its paragraphs keep the instructed rewrite."""
+        return isinstance(self.format, FimFormat)
+
+    def proofread(self, paragraph: str, before: str = "", known: frozenset[str] = frozenset(),
+                  cancel: CancelToken | None = None) -> tuple[str, list[Edit]]:
+        """`paragraph` with the word edits the model judges right, and those edits."""
+        if cancel is not None and cancel.is_cancelled():
+            raise Cancelled("cancelled before proofreading")
+        bos = [] if self.format.specials.bos is None else [self.format.specials.bos]
+        try:
+            return proofread(self.model, lambda text: encode(self.tokenizer, text), bos, paragraph, before,
+                             load_lexicon(), known=known)
+        except torch.OutOfMemoryError as exc:
+            self._recover_memory()
+            raise OutOfMemoryError(f"out of memory on {self.device} while proofreading: {exc}") from exc
 
     def _recover_memory(self) -> None:
         self.prefix_cache.clear()
