@@ -15,7 +15,7 @@ Words are aligned with difflib against the original paragraph:
 
 Targets: at least 50% fixed, at most 2% broken.
 
-    python -m benchmarks.prose [--model DIR] [--paragraphs 20] [--quick]
+    python -m benchmarks.prose [--model DIR] [--paragraphs 100] [--quick]
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def run(engine, count: int, seed: int = 0) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None)
-    p.add_argument("--paragraphs", type=int, default=20)
+    p.add_argument("--paragraphs", type=int, default=100)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="the tiny random model, 3 paragraphs")
     return p.parse_args(argv)

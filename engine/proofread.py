@@ -24,7 +24,9 @@ import re
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
+from .kvcache import fork
 from .lexicon import Lexicon
 
 AGREEMENT = {"is": "are", "are": "is", "has": "have", "have": "has", "was": "were", "were": "was",
@@ -100,25 +102,38 @@ def _unknown(word: str, lexicon: Lexicon, known: frozenset[str]) -> bool:
 
 
 @torch.inference_mode()
-def log_likelihoods(model, context: list[int], rows: list[list[int]]) -> list[float]:
-    """Log-likelihood of each row's tokens after `context`, under the next-token head; one batch.
+def log_likelihoods(model, context: list[int], rows: list[list[int]], chunk: int = 8) -> list[float]:
+    """Log-likelihood of each row's tokens after `context`, under the next-token head.
 
-    Rows are padded on the right, which a causal encoder's earlier positions never see.
+    The context is encoded once and its cache shared by every row; rows go `chunk` at a time
+    (their logits are [chunk, T, V]), padded on the right, which a causal encoder's earlier
+    positions never see.
     """
-    ids = [context + r for r in rows]
-    width = max(map(len, ids))
-    pad = 0
-    batch = torch.tensor([r + [pad] * (width - len(r)) for r in ids], device=model.device)  # [N, T]
-    hidden = model.model.encoder(input_ids=batch).last_hidden_state  # [N, T, H]
-    logits = model.lm_head(hidden[:, :-1]).float()  # [N, T-1, V]
+    encoder, device = model.model.encoder, model.device
+    cache = DynamicCache(config=model.config.get_text_config())
+    prompt = torch.tensor([context], dtype=torch.long, device=device)  # [1, Tc]
+    last = encoder(input_ids=prompt, past_key_values=cache, use_cache=True).last_hidden_state[:, -1:]  # [1, 1, H]
+    out: list[float] = []
+    for i in range(0, len(rows), chunk):
+        part = rows[i : i + chunk]
+        width = max(1, max(map(len, part)))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in part], dtype=torch.long, device=device)  # [n, T]
+        positions = torch.arange(len(context), len(context) + width, device=device).expand(len(part), -1)
+        hidden = encoder(input_ids=ids, past_key_values=fork(cache, len(part)), position_ids=positions,
+                         use_cache=True).last_hidden_state  # [n, T, H]
+        # Position t's hidden state predicts token t + 1: the context's last one predicts token 0.
+        hidden = torch.cat([last.expand(len(part), -1, -1), hidden[:, :-1]], 1)  # [n, T, H]
+        token_lp = _log_probs(model, hidden).gather(-1, ids[..., None])[..., 0]  # [n, T]
+        out += [float(token_lp[j, : len(r)].sum()) for j, r in enumerate(part)]
+    return out
+
+
+def _log_probs(model, hidden: torch.Tensor) -> torch.Tensor:
+    logits = model.lm_head(hidden).float()  # [n, T, V]
     cap = model.config.text_config.final_logit_softcapping
     if cap is not None:
         logits = torch.tanh(logits / cap) * cap
-    token_lp = logits.log_softmax(-1).gather(-1, batch[:, 1:, None])[..., 0]  # [N, T-1]
-    out = []
-    for i, r in enumerate(ids):
-        out.append(float(token_lp[i, len(context) - 1 : len(r) - 1].sum()))
-    return out
+    return logits.log_softmax(-1)
 
 
 def choose(edits: list[Edit], gains: list[float], margins: Margins) -> list[Edit]:

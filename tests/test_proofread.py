@@ -75,6 +75,8 @@ def test_scores_are_causal_so_a_row_padded_by_longer_ones_scores_the_same(tiny):
     batched = log_likelihoods(model, [2, 3], [long, short])
     assert batched[1] == pytest.approx(alone, abs=1e-4)
     assert batched[0] < batched[1]  # more tokens, more (negative) log-likelihood
+    rows = [long, short, [9], long[::-1]]
+    assert log_likelihoods(model, [2, 3], rows, chunk=1) == pytest.approx(log_likelihoods(model, [2, 3], rows), abs=1e-4)
     with torch.inference_mode():
         logits = model.lm_head(model.model.encoder(input_ids=torch.tensor([[2, 3, 5]])).last_hidden_state).float()
     cap = model.config.text_config.final_logit_softcapping
