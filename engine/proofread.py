@@ -38,6 +38,8 @@ WORD = re.compile(r"(?<![\w'./\\-])[A-Za-z]+(?![\w'/\\-]|\.\w)")
 BETWEEN_WORDS = re.compile(r" +|[ \t]*\n[ \t]*(?:#+|//+|\*|--|;+)?[ \t]*")
 PROTECTED = re.compile(r"`[^`\n]*`|\[[^\]\n]*\]\([^)\n]*\)|<[^>\n]*>|\b\w+://\S+")
 MIN_TYPO_LENGTH = 3
+# Held-out documentation has about 2% of its words outside the lexicon.
+MAX_UNKNOWN_SHARE = 0.25
 MAX_CANDIDATES = 64
 MAX_CONTEXT_TOKENS = 256
 
@@ -76,10 +78,15 @@ def candidates(paragraph: str, lexicon: Lexicon, known: frozenset[str] = frozens
     protected = [m.span() for m in PROTECTED.finditer(paragraph)]
     words = [m for m in WORD.finditer(paragraph) if not any(a <= m.start() < b for a, b in protected)]
     out: list[Edit] = []
+    long = [m.group() for m in words if len(m.group()) >= MIN_TYPO_LENGTH]
+    unknown = {w for w in long if _unknown(w, lexicon, known)}
+    # Prose the lexicon mostly does not know (another language, a list of names) has no typos it
+    # could name: its words would be "corrected" into English ones.
+    spelling = bool(lexicon.counts) and len(unknown) <= max(2, MAX_UNKNOWN_SHARE * len(long))
     for j, m in enumerate(words):
         word = m.group()
         lower = word.lower()
-        if lexicon.counts and len(lower) >= MIN_TYPO_LENGTH and _unknown(word, lexicon, known):
+        if spelling and word in unknown:
             out += [Edit(*m.span(), _like(word, n), "typo") for n in lexicon.neighbours(lower)[:8]]
         if word in AGREEMENT:
             out.append(Edit(*m.span(), AGREEMENT[word], "agreement"))

@@ -50,6 +50,10 @@ def test_typos_are_unknown_words_one_edit_from_a_known_one():
         assert not any(k == "typo" for k, _, _ in kinds(text)), text
     assert not any(k == "typo" for k, _, _ in kinds("It is eqal.", known=frozenset({"eqal"})))
     assert kinds("Two squads.") == set()  # the plural of a known word
+    # Prose the lexicon mostly does not know is not spelt wrong: no typo is proposed in it.
+    assert kinds("Der Wert ist eqal.") == set()
+    assert any(k == "typo" for k, _, _ in kinds("The value is eqal to the values."))
+    assert not any(k == "typo" for k, _, _ in kinds("The vaule is eqal to the valeus."))  # three of five unknown
 
 
 def test_agreement_and_doubled_words_across_a_wrapped_comment_line():
