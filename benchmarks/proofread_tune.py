@@ -22,7 +22,7 @@ import sys
 from dataclasses import asdict
 
 from dg_engine.lexicon import load as load_lexicon
-from dg_engine.proofread import Margins, candidates, choose, log_likelihoods
+from dg_engine.proofread import Margins, candidates, choose, gains
 from dg_engine.prompt import encode
 
 from . import common
@@ -53,9 +53,9 @@ def scored(engine, paragraphs: list[str], seed: int) -> list[tuple]:
     for original in paragraphs:
         bad, _ = corrupt(original, rng)
         edits = candidates(bad, lexicon)
-        rows = [encode(engine.tokenizer, bad)] + [encode(engine.tokenizer, e.apply(bad)) for e in edits]
-        scores = log_likelihoods(engine.model, bos or encode(engine.tokenizer, "\n\n"), rows) if edits else [0.0]
-        out.append((original, bad, edits, [s - scores[0] for s in scores[1:]]))
+        context = bos or encode(engine.tokenizer, "\n\n")
+        variants = [encode(engine.tokenizer, e.apply(bad)) for e in edits]
+        out.append((original, bad, edits, gains(engine.model, context, encode(engine.tokenizer, bad), variants)))
     return out
 
 

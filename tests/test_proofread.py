@@ -7,7 +7,7 @@ import torch
 
 from dg_engine import EngineConfig, load_engine
 from dg_engine.lexicon import Lexicon, load, parse, render
-from dg_engine.proofread import Edit, Margins, candidates, choose, log_likelihoods
+from dg_engine.proofread import Edit, Margins, candidates, choose, gains, log_likelihoods
 from dg_lsp.documents import Snapshot
 from dg_lsp.fill import FillJob, run_fill
 from dg_lsp.settings import Settings
@@ -79,6 +79,8 @@ def test_scores_are_causal_so_a_row_padded_by_longer_ones_scores_the_same(tiny):
     batched = log_likelihoods(model, [2, 3], [long, short])
     assert batched[1] == pytest.approx(alone, abs=1e-4)
     assert batched[0] < batched[1]  # more tokens, more (negative) log-likelihood
+    with pytest.raises(ValueError):
+        log_likelihoods(model, [], [short])  # the first token needs something before it
     rows = [long, short, [9], long[::-1]]
     assert log_likelihoods(model, [2, 3], rows, chunk=1) == pytest.approx(log_likelihoods(model, [2, 3], rows), abs=1e-4)
     with torch.inference_mode():
@@ -87,6 +89,17 @@ def test_scores_are_causal_so_a_row_padded_by_longer_ones_scores_the_same(tiny):
     logits = torch.tanh(logits / cap) * cap if cap is not None else logits
     first = float(logits[0, 1].log_softmax(-1)[5])
     assert log_likelihoods(model, [2, 3], [[5]])[0] == pytest.approx(first, abs=1e-4)
+
+
+def test_gains_reuse_the_original_up_to_each_edit_and_equal_whole_row_scores(tiny):
+    model, _ = tiny
+    original = [5, 6, 7, 8, 9, 10]
+    variants = [[5, 6, 70, 8, 9, 10], [5, 6, 71, 8, 9, 10], [50, 6, 7, 8, 9, 10], [5, 6, 7, 8, 9],
+                [5, 6, 7, 8, 9, 10, 11], [5, 6, 7, 9, 10], original]
+    whole = log_likelihoods(model, [2, 3], [original] + variants)
+    expected = [w - whole[0] for w in whole[1:]]
+    assert gains(model, [2, 3], original, variants, chunk=2) == pytest.approx(expected, abs=1e-3)
+    assert gains(model, [2, 3], original, variants)[-1] == pytest.approx(0.0, abs=1e-6)
 
 
 @pytest.fixture(scope="module")
