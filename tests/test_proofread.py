@@ -141,3 +141,17 @@ def test_a_comment_block_is_proofread_in_place_and_the_documents_own_words_are_k
     # With an instruction the paragraph is rewritten by the decoder, not proofread.
     instructed = paragraph_fill(embedded, code, start, end, "python", instruction="make it shorter")
     assert "proofread" not in instructed.trace
+
+
+def test_margin_tuning_judges_each_setting_on_the_same_scores():
+    from benchmarks.proofread_tune import judge_margins
+
+    original, bad = "It is equal to the value.", "It are eqal to the the value."
+    edits = candidates(bad, LEXICON)
+    scores = {"typo": 7.0, "agreement": 0.5, "doubled": 0.2}
+    rows = [(original, bad, edits, [scores[e.kind] for e in edits])]
+    assert {e.kind for e in edits} == set(scores)
+    shipped = judge_margins(rows, Margins())
+    assert (shipped["fixed"], shipped["broken"]) == (1.0, 0.0)
+    assert judge_margins(rows, Margins(typo=8.0))["fixed"] == pytest.approx(2 / 3, abs=1e-3)
+    assert judge_margins(rows, Margins(typo=8.0, agreement=1.0, doubled=1.0))["fixed"] == 0.0
