@@ -7,16 +7,17 @@ is what it can do, so proofreading asks it only to judge. Candidate edits come f
 
 * a typo: a word the lexicon (`lexicon.py`) lacks, replaced by a known word one edit away;
 * an agreement error: `is`/`are`, `has`/`have`, `was`/`were`, `does`/`do` swapped;
-* a doubled word: the second of two equal words in a row dropped.
+* a doubled word: the second of two equal words in a row dropped;
+* an article before the wrong sound: `a` for `an` and back.
 
 The judge is the log-likelihood of the paragraph, after the text before it, under the model's
 next-token head (the causal encoder that block-parallel training gives every token a loss): an
 edit is kept when the paragraph with it is more likely by more than its kind's margin, in nats.
 Candidates are scored in batches that reuse the encoded context and paragraph up to each edit.
 The margins were chosen on documentation the model trains on, with the benchmark's kinds of errors
-injected (`benchmarks/proofread_tune.py`): a typo's replacement must gain 6 nats (a misspelt word
+injected (`benchmarks/proofread_tune.py`): a typo's replacement must gain 8 nats (a misspelt word
 splits into several unlikely tokens, so a real fix gains 10-30; a rare correct word's neighbour
-gains less), a swapped verb or a dropped twin any gain at all.
+gains less), a swapped verb 1, a dropped twin or a swapped article 2.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .lexicon import Lexicon
 
 AGREEMENT = {"is": "are", "are": "is", "has": "have", "have": "has", "was": "were", "were": "was",
              "does": "do", "do": "does"}
+ARTICLES = {"a": "an", "an": "a", "A": "An", "An": "A"}
 # A plain word, not part of a name (`foo_bar`, `os.path`, `x2`), a path or an option.
 WORD = re.compile(r"(?<![\w'./\\-])[A-Za-z]+(?![\w'/\\-]|\.\w)")
 # What may separate a doubled word from its twin: spaces, or a line break and a comment's prefix.
@@ -49,9 +51,10 @@ MAX_CONTEXT_TOKENS = 256
 class Margins:
     """Nats of log-likelihood an edit must gain to be kept, by kind (see the module docstring)."""
 
-    typo: float = 6.0
-    agreement: float = 0.0
-    doubled: float = 0.0
+    typo: float = 8.0
+    agreement: float = 1.0
+    doubled: float = 2.0
+    article: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ def candidates(paragraph: str, lexicon: Lexicon, known: frozenset[str] = frozens
             out += [Edit(*m.span(), _like(word, n), "typo") for n in lexicon.neighbours(lower)[:8]]
         if word in AGREEMENT:
             out.append(Edit(*m.span(), AGREEMENT[word], "agreement"))
+        if word in ARTICLES and j + 1 < len(words) and paragraph[m.end() : words[j + 1].start()] == " ":
+            out.append(Edit(*m.span(), ARTICLES[word], "article"))
         if j and words[j - 1].group().lower() == lower and BETWEEN_WORDS.fullmatch(paragraph, words[j - 1].end(),
                                                                                    m.start()):
             # The second word goes with the space after it, so a wrapped line keeps its prefix.

@@ -56,6 +56,12 @@ def test_typos_are_unknown_words_one_edit_from_a_known_one():
     assert not any(k == "typo" for k, _, _ in kinds("The vaule is eqal to the valeus."))  # three of five unknown
 
 
+def test_articles_are_swapped_only_before_a_word():
+    assert ("article", "a", "an") in kinds("It is a error.")
+    assert ("article", "An", "A") in kinds("An value.")
+    assert not any(k == "article" for k, _, _ in kinds("Option a, or b; see (a) and a."))
+
+
 def test_agreement_and_doubled_words_across_a_wrapped_comment_line():
     found = kinds("The value is\n# is equal to the\n# the other.")
     assert ("agreement", "is", "are") in found
@@ -109,12 +115,12 @@ def embedded():
 
 def test_the_shipped_model_fixes_a_typo_an_agreement_error_and_a_doubled_word(embedded):
     wrong = ("The function returns the number of items in the queue. If the queue are empty, the the "
-             "call blocks until an item is availabel or the timeout expires.")
+             "call blocks until a item is availabel or the timeout expires.")
     right = ("The function returns the number of items in the queue. If the queue is empty, the "
              "call blocks until an item is available or the timeout expires.")
     fixed, edits = embedded.proofread(wrong)
     assert fixed == right, edits
-    assert {e.kind for e in edits} == {"typo", "agreement", "doubled"}
+    assert {e.kind for e in edits} == {"typo", "agreement", "doubled", "article"}
     assert embedded.proofread(right) == (right, [])
 
 
@@ -148,10 +154,10 @@ def test_margin_tuning_judges_each_setting_on_the_same_scores():
 
     original, bad = "It is equal to the value.", "It are eqal to the the value."
     edits = candidates(bad, LEXICON)
-    scores = {"typo": 7.0, "agreement": 0.5, "doubled": 0.2}
+    scores = {"typo": 9.0, "agreement": 1.5, "doubled": 2.5}
     rows = [(original, bad, edits, [scores[e.kind] for e in edits])]
     assert {e.kind for e in edits} == set(scores)
     shipped = judge_margins(rows, Margins())
     assert (shipped["fixed"], shipped["broken"]) == (1.0, 0.0)
-    assert judge_margins(rows, Margins(typo=8.0))["fixed"] == pytest.approx(2 / 3, abs=1e-3)
-    assert judge_margins(rows, Margins(typo=8.0, agreement=1.0, doubled=1.0))["fixed"] == 0.0
+    assert judge_margins(rows, Margins(typo=10.0))["fixed"] == pytest.approx(2 / 3, abs=1e-3)
+    assert judge_margins(rows, Margins(typo=10.0, agreement=2.0, doubled=3.0))["fixed"] == 0.0
