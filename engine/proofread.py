@@ -80,16 +80,18 @@ def candidates(paragraph: str, lexicon: Lexicon, known: frozenset[str] = frozens
     protected = [m.span() for m in PROTECTED.finditer(paragraph)]
     words = [m for m in WORD.finditer(paragraph) if not any(a <= m.start() < b for a, b in protected)]
     out: list[Edit] = []
+    typos: list[Edit] = []
     long = [m.group() for m in words if len(m.group()) >= MIN_TYPO_LENGTH]
     unknown = {w for w in long if _unknown(w, lexicon, known)}
     # Prose the lexicon mostly does not know (another language, a list of names) has no typos it
     # could name: its words would be "corrected" into English ones.
-    spelling = bool(lexicon.counts) and len(unknown) <= max(2, MAX_UNKNOWN_SHARE * len(long))
+    unknown_words = sum(w in unknown for w in long)
+    spelling = bool(lexicon.counts) and unknown_words <= max(2, MAX_UNKNOWN_SHARE * len(long))
     for j, m in enumerate(words):
         word = m.group()
         lower = word.lower()
         if spelling and word in unknown:
-            out += [Edit(*m.span(), _like(word, n), "typo") for n in lexicon.neighbours(lower)[:8]]
+            typos += [Edit(*m.span(), _like(word, n), "typo") for n in lexicon.neighbours(lower)[:8]]
         if word in AGREEMENT:
             out.append(Edit(*m.span(), AGREEMENT[word], "agreement"))
         if word in ARTICLES and j + 1 < len(words) and paragraph[m.end() : words[j + 1].start()] == " ":
@@ -100,7 +102,9 @@ def candidates(paragraph: str, lexicon: Lexicon, known: frozenset[str] = frozens
             end = m.end() + 1 if paragraph[m.end() : m.end() + 1] == " " else m.end()
             start = m.start() if end > m.end() else words[j - 1].end()
             out.append(Edit(start, end, "", "doubled"))
-    return out[:MAX_CANDIDATES]
+    # A long paragraph with many unknown words is cut to MAX_CANDIDATES rows: typos go last, so
+    # the few other candidates are never the ones cut.
+    return (out + typos)[:MAX_CANDIDATES]
 
 
 def _unknown(word: str, lexicon: Lexicon, known: frozenset[str]) -> bool:

@@ -54,6 +54,15 @@ def test_typos_are_unknown_words_one_edit_from_a_known_one():
     assert kinds("Der Wert ist eqal.") == set()
     assert any(k == "typo" for k, _, _ in kinds("The value is eqal to the values."))
     assert not any(k == "typo" for k, _, _ in kinds("The vaule is eqal to the valeus."))  # three of five unknown
+    assert not any(k == "typo" for k, _, _ in kinds("Eqal eqal eqal the value."))  # counted by occurrence
+
+
+def test_a_long_paragraph_keeps_every_rule_candidate_when_typos_are_cut():
+    lexicon = parse("".join(f"{w} 5\n" for w in ("value", "valve", "vague", "the", "and", "end")))
+    text = " ".join(["The value of the valve and the vaue."] * 40) + " It are the the end."
+    found = candidates(text, lexicon)
+    assert len(found) == 64 and sum(e.kind == "typo" for e in found) == 62
+    assert {e.kind for e in found} == {"typo", "agreement", "doubled"}
 
 
 def test_articles_are_swapped_only_before_a_word():
