@@ -106,14 +106,12 @@ def test_scores_are_causal_so_a_row_padded_by_longer_ones_scores_the_same(tiny):
     assert log_likelihoods(model, [2, 3], [[5]])[0] == pytest.approx(first, abs=1e-4)
 
 
-def test_gains_reuse_the_original_up_to_each_edit_and_equal_whole_row_scores(tiny):
+def test_gains_are_each_variants_score_less_the_originals(tiny):
     model, _ = tiny
     original = [5, 6, 7, 8, 9, 10]
-    variants = [[5, 6, 70, 8, 9, 10], [5, 6, 71, 8, 9, 10], [50, 6, 7, 8, 9, 10], [5, 6, 7, 8, 9],
-                [5, 6, 7, 8, 9, 10, 11], [5, 6, 7, 9, 10], original]
+    variants = [[5, 6, 70, 8, 9, 10], [50, 6, 7, 8, 9, 10], [5, 6, 7, 8, 9], original]
     whole = log_likelihoods(model, [2, 3], [original] + variants)
-    expected = [w - whole[0] for w in whole[1:]]
-    assert gains(model, [2, 3], original, variants, chunk=2) == pytest.approx(expected, abs=1e-3)
+    assert gains(model, [2, 3], original, variants, chunk=2) == pytest.approx([w - whole[0] for w in whole[1:]], abs=1e-4)
     assert gains(model, [2, 3], original, variants)[-1] == pytest.approx(0.0, abs=1e-6)
 
 
