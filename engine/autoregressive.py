@@ -27,11 +27,17 @@ class ArTimings:
         return self.prefill_ms + sum(self.step_ms)
 
 
-def next_token_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """Logits of the last position with the model's final softcapping."""
-    logits = model.lm_head(hidden[:, -1]).float()  # [1, V]
+def head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The next-token head's fp32 logits at every position of `hidden` [..., H], with the model's
+    final softcapping: [..., V]."""
+    logits = model.lm_head(hidden).float()
     cap = model.config.text_config.final_logit_softcapping
     return logits if cap is None else torch.tanh(logits / cap) * cap
+
+
+def next_token_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """Logits of the last position [N, V] of `hidden` [N, T, H]."""
+    return head_logits(model, hidden[:, -1])
 
 
 @torch.inference_mode()

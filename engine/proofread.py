@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from .autoregressive import head_logits
 from .kvcache import fork
 from .lexicon import Lexicon
 
@@ -157,11 +158,7 @@ def gains(model, context: list[int], original: list[int], variants: list[list[in
 
 
 def _log_probs(model, hidden: torch.Tensor) -> torch.Tensor:
-    logits = model.lm_head(hidden).float()  # [n, T, V]
-    cap = model.config.text_config.final_logit_softcapping
-    if cap is not None:
-        logits = torch.tanh(logits / cap) * cap
-    return logits.log_softmax(-1)
+    return head_logits(model, hidden).log_softmax(-1)  # [n, T, V]
 
 
 def choose(edits: list[Edit], gains: list[float], margins: Margins) -> list[Edit]:

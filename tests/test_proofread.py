@@ -168,3 +168,11 @@ def test_margin_tuning_judges_each_setting_on_the_same_scores():
     assert (shipped["fixed"], shipped["broken"]) == (1.0, 0.0)
     assert judge_margins(rows, Margins(typo=10.0))["fixed"] == pytest.approx(2 / 3, abs=1e-3)
     assert judge_margins(rows, Margins(typo=10.0, agreement=2.0, doubled=3.0))["fixed"] == 0.0
+
+
+def test_the_lexicon_counts_plain_words_as_proofreading_reads_them():
+    from dg_engine.train.lexicon import count_words
+
+    counts = count_words(["The value, the VALUE: see os.path and foo_bar; don't x2 `code` value."])
+    assert counts["the"] == 2 and counts["value"] == 3
+    assert not {"os", "path", "foo", "bar", "don", "t", "x"} & set(counts)

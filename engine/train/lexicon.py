@@ -11,18 +11,15 @@ must not become a word that hides the same typo in a user's paragraph.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
 from ..lexicon import LEXICON_PATH, render
+from ..proofread import WORD
 from .documents import iter_documents
 
-# A plain word: letters, an apostrophe's ending at most, not part of a name (`foo_bar`, `os.path`,
-# `x2`) or a path.
-WORD = re.compile(r"(?<![\w'./\\-])[A-Za-z]+(?:'[a-z]+)?(?![\w'/\\-]|\.\w)")
 MIN_COUNT = 3
 MAX_WORD = 24
 
@@ -30,7 +27,8 @@ MAX_WORD = 24
 def count_words(texts: Iterable[str]) -> Counter:
     counts: Counter = Counter()
     for text in texts:
-        counts.update(w.lower() for w in WORD.findall(text) if len(w) <= MAX_WORD and "'" not in w)
+        # Proofreading's own notion of a word, so that what it looks up is what was counted.
+        counts.update(w.lower() for w in WORD.findall(text) if len(w) <= MAX_WORD)
     return counts
 
 
