@@ -120,17 +120,10 @@ class Engine:
 
     def options(self, request: FillRequest) -> SamplingOptions:
         d = self.defaults
-        return SamplingOptions(
-            canvas_length=request.canvas_length or d.canvas_length,
-            max_steps=request.max_steps or d.max_steps,
-            entropy_bound=request.entropy_bound or d.entropy_bound,
-            t_min=d.t_min,
-            t_max=d.t_max,
-            stability_threshold=d.stability_threshold,
-            confidence_threshold=d.confidence_threshold,
-            renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
-            lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens,
-        )
+        return replace(d, canvas_length=request.canvas_length or d.canvas_length,
+                       max_steps=request.max_steps or d.max_steps, entropy_bound=request.entropy_bound or d.entropy_bound,
+                       renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
+                       lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens)
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
         try:
@@ -236,7 +229,7 @@ class Engine:
         while holes that end their line gained (HumanEval's single lines 0.335 to 0.402).
         """
         return (request.seed_text is None and not request.segments and pinned_rows is None
-                and not _first_line(request.suffix).strip()
+                and not request.suffix.partition("\n")[0].strip()
                 and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None
                 and self.prefix_cache.croppable())
 
@@ -349,8 +342,8 @@ class Engine:
         stops = torch.tensor(sorted(self.format.stop_ids), device=canvas.device)
         return bool(torch.isin(canvas, stops).any(-1).all())
 
-    def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor,
-                    row_lengths: list[int], holes, pinned_rows: list[int] | None = None) -> list[Candidate]:
+    def _candidates(self, tokens: torch.Tensor, confidence: torch.Tensor, steps: torch.Tensor, row_lengths: list[int],
+                    holes, pinned_rows: list[int] | None = None) -> list[Candidate]:
         return cands.build(self.tokenizer, self.format.stop_ids, self._stop, tokens, confidence, steps,
                            row_lengths, holes, pinned_rows)
 
@@ -400,8 +393,3 @@ def load_engine(config: EngineConfig) -> Engine:
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine
-
-
-def _first_line(text: str) -> str:
-    end = text.find("\n")
-    return text if end < 0 else text[:end]
