@@ -8,7 +8,7 @@ the engine's own led fills (`dg_engine.lead`, `FillRequest.lead_tokens`) on the 
 holes every training piece is scored on, overall and per kind of hole, and names the lead that
 `python -m dg_engine.train.tune_lead --write` would store with the model.
 
-    python -m benchmarks.lead [--cases 400] [--leads 0,2,4,8] [--model embedded] [--quick]
+    python -m benchmarks.lead [--cases 400] [--leads 0,2,4,8,line] [--model embedded] [--quick]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from . import common
 from .fixtures import model_label, resolve_model
 
 
-def measure(model: str, cases: int, leads: list[int]) -> dict:
+def measure(model: str, cases: int, leads: list[str]) -> dict:
     from dataclasses import replace
 
     from dg_engine.train.tune import fp32_engine, held_out_cases
@@ -27,7 +27,7 @@ def measure(model: str, cases: int, leads: list[int]) -> dict:
 
     # fp32, as the training pieces are scored, so the numbers compare with pieces.jsonl.
     engine = fp32_engine(model)
-    engine.defaults = replace(engine.defaults, lead_tokens=0)
+    engine.defaults = replace(engine.defaults, lead_tokens=0, lead_line=False)
     result = measure_leads(engine, held_out_cases(engine, cases), leads)
     return {"model": model_label(model), **result, "best": best_lead(result)}
 
@@ -36,18 +36,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="a model directory or 'embedded'")
     p.add_argument("--cases", type=int, default=400)
-    p.add_argument("--leads", default="0,2,4,8", help="head tokens before the decoder, comma-separated")
+    p.add_argument("--leads", default="0,2,4,8,line",
+                   help="head tokens before the decoder, comma-separated; 'line': the head writes the first line")
     p.add_argument("--quick", action="store_true", help="the tiny random model and 4 holes (the pipeline only)")
     args = p.parse_args(argv)
-    leads = sorted({int(k) for k in args.leads.split(",")})
-    if any(not 0 <= k <= 64 for k in leads):
-        p.error("--leads are counts of tokens from 0 to 64")
+    from dg_engine.train.tune_lead import parse_leads
+
+    leads = parse_leads(args.leads, p)
     model = resolve_model(args.model, args.quick)
     result, load = common.under_load(lambda: measure(model, 4 if args.quick else args.cases, leads))
     print("| head tokens | holes | exact match | edit similarity | forward passes |")
     print("|---|---|---:|---:|---:|")
     for r in result["rows"]:
-        print(f"| {r['lead_tokens']} | {r['kind']} ({r['cases']}) | {r['exact_match']:.1%} "
+        print(f"| {r['lead']} | {r['kind']} ({r['cases']}) | {r['exact_match']:.1%} "
               f"| {r['edit_similarity']:.3f} | {r['mean_steps']:.1f} |")
     print(f"best lead: {result['best']}")
     settings = {"precision": "float32", "holes": "dg_engine.train.tune.held_out_cases, seed 0 (those of pieces.jsonl)",

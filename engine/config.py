@@ -144,6 +144,9 @@ class SamplingOptions:
     # Greedy tokens of the encoder's next-token head before a plain fill's canvas (`lead.py`);
     # tuned per model and stored beside it in LEAD_CONFIG.
     lead_tokens: int = 0
+    # Whether the head writes the whole first line (at most `lead_tokens` tokens) rather than
+    # exactly `lead_tokens` tokens; also from LEAD_CONFIG.
+    lead_line: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -196,6 +199,20 @@ def tuned_renoise_below(model_dir: Path) -> float:
     return float(_tuned(model_dir, REWRITE_CONFIG, "renoise_below",
                         lambda v: isinstance(v, (int, float)) and 0 < v < 1, "a number between 0 and 1",
                         SamplingOptions.renoise_below))
+
+
+def tuned_lead_line(model_dir: Path) -> bool:
+    """Whether the model's head writes a fill's whole first line, at most `lead_tokens` tokens
+    (`lead.py`); False unless the model directory's LEAD_CONFIG says `"lead_line": true`."""
+    path = Path(model_dir) / LEAD_CONFIG
+    try:
+        value = json.loads(path.read_text()).get("lead_line", False) if path.is_file() else False
+    except (OSError, ValueError, AttributeError):
+        return False  # an unreadable file: `tuned_lead_tokens` says so
+    if not isinstance(value, bool):
+        log.warning("%s: lead_line must be true or false, not %r; it is ignored", path, value)
+        return False
+    return value
 
 
 def tuned_lead_tokens(model_dir: Path) -> int:

@@ -14,14 +14,15 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .config import EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_tokens, tuned_renoise_below
+from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_line, tuned_lead_tokens,
+                     tuned_renoise_below)
 from . import candidates as cands, plans
 from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
 from .errors import Cancelled, OutOfMemoryError
 from .kvcache import PrefixCache, common_prefix_length, fork
-from .lead import Lead, extend, lead, led_steps
+from .lead import Lead, extend, lead, led_steps, line_end_test
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
 from .proofread import Edit, proofread
@@ -62,6 +63,7 @@ class FillRequest:
     segments: tuple[str | int, ...] = ()
     # Next-token-head tokens before a plain fill's canvas (`lead.py`); -1: the model's own setting.
     lead_tokens: int = -1
+    lead_line: bool | None = None  # the head writes the first line; None: the model's own setting
 
 
 @dataclass
@@ -123,7 +125,8 @@ class Engine:
         return replace(d, canvas_length=request.canvas_length or d.canvas_length,
                        max_steps=request.max_steps or d.max_steps, entropy_bound=request.entropy_bound or d.entropy_bound,
                        renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
-                       lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens)
+                       lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens,
+                       lead_line=d.lead_line if request.lead_line is None else request.lead_line)
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
         try:
@@ -177,7 +180,7 @@ class Engine:
             base, start, led = prefill.cache, prefill.prompt_tokens, Lead()
             if self._leads(request, pinned_rows) and options.lead_tokens:
                 led = lead(self.model, self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens,
-                           options.lead_tokens, self.format.stop_ids)
+                           options.lead_tokens, self.format.stop_ids, line_end_test(self.tokenizer) if options.lead_line else None)
                 if led.ids and not led.stopped:
                     base, start = self._led_context(request, prompt, led.ids)
                     led.passes += 1  # the pass that encoded the context's new tokens
@@ -389,7 +392,7 @@ def load_engine(config: EngineConfig) -> Engine:
     engine = Engine(model, tokenizer, requested, source=config.model if config.model != "embedded" else "embedded",
                     quantization=describe(fmt, where.quantization, where.dtype))
     engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
-                              lead_tokens=tuned_lead_tokens(path))
+                              lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path))
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine

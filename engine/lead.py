@@ -9,8 +9,9 @@ fourfold (`benchmarks/lead.py`, `benchmarks/results/lead.json`).
 
 Only holes that end their line are led: a hole that closes inside a line must meet the text after
 it, which a left-to-right head does not plan for (`Engine._leads` has the measurements). A model
-directory opts in with `lead_config.json` (`{"lead_tokens": 4}`), written by the tuning
-that measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so
+directory opts in with `lead_config.json` (`{"lead_tokens": 4}`, or `{"lead_tokens": 32,
+"lead_line": true}` for a head that writes the whole first line), written by the tuning that
+measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so
 the default is no lead. The head's tokens are greedy, each one a single-token encoder pass after
 the prompt; the canvas is then decoded against the prompt whose prefix ends with their text, so
 it starts right after `<fim_middle>` as every middle's first block did in training.
@@ -19,6 +20,7 @@ it starts right after `<fim_middle>` as every middle's first block did in traini
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -44,11 +46,14 @@ def extend(model, cache, ids: list[int], start: int) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids) -> Lead:
+def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids,
+         line_ended: Callable[[list[int]], bool] | None = None) -> Lead:
     """Up to `count` greedy head tokens after the prompt whose last hidden state is `hidden` [1, 1, H].
 
     `cache` (one row, the prompt's `start` tokens) takes each token that another is predicted
     from; the last one is left out, since the canvas's context is built apart (`Engine._led_context`).
+    With `line_ended` (true once the ids end a line of text), the head writes the fill's first line
+    and then looks one token further: a middle that ends with that line needs no canvas.
     """
     out = Lead()
     for _ in range(count):
@@ -59,11 +64,39 @@ def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids) -
             break
         out.ids.append(token)
         out.confidences.append(float(probs[token]))
-        if len(out.ids) == count:
+        ended = line_ended is not None and line_ended(out.ids)
+        loop = looping(out.ids) if line_ended is not None else 0
+        if loop:
+            # A greedy head that starts repeating itself (`= iterator = iterator = ...`) never
+            # leaves the loop: one copy is kept and the decoder writes on from there.
+            del out.ids[-loop:], out.confidences[-loop:]
+            break
+        if len(out.ids) == count and not ended:
             break
         hidden = extend(model, cache, [token], start + len(out.ids) - 1)
         out.passes += 1
+        if ended:
+            out.stopped = int(next_token_logits(model, hidden).argmax()) in stop_ids
+            break
     return out
+
+
+def line_end_test(tokenizer) -> Callable[[list[int]], bool]:
+    """Whether ids end with a line break after some text (this tokenizer joins a break and the next
+    line's indentation into one token, so the break's token may carry that indentation)."""
+    return lambda ids: "\n" in tokenizer.decode(ids[-1:]) and "\n" in tokenizer.decode(ids).lstrip()
+
+
+def looping(ids: list[int], longest: int = 8) -> int:
+    """How many of the last tokens repeat the ones before them, when `ids` end with a pattern of
+    at most `longest` tokens written three times in a row (a single token four times); else 0.
+    The count leaves one copy of the pattern."""
+    for period in range(1, longest + 1):
+        copies = 4 if period == 1 else 3
+        tail = ids[-period * copies:]
+        if len(tail) == period * copies and all(tail[i] == tail[i % period] for i in range(len(tail))):
+            return period * (copies - 1)
+    return 0
 
 
 def led_steps(on_step: StepCallback | None, led: Lead) -> StepCallback | None:

@@ -64,16 +64,18 @@ def test_next_edit_quick():
 def test_lead_quick_scores_every_lead_on_the_same_holes():
     from benchmarks import lead
 
-    lead.main(["--quick", "--leads", "0,3,8"])
+    lead.main(["--quick", "--leads", "0,3,8,line"])
     data = written("lead")
-    overall = {r["lead_tokens"]: r for r in data["rows"] if r["kind"] == "all"}
-    assert set(overall) == {0, 3, 8} and all(r["cases"] == 4 for r in overall.values())
+    overall = {r["lead"]: r for r in data["rows"] if r["kind"] == "all"}
+    assert set(overall) == {"0", "3", "8", "line"} and all(r["cases"] == 4 for r in overall.values())
+    assert overall["line"]["lead_line"] and overall["line"]["lead_tokens"] == 32 and not overall["8"]["lead_line"]
     for k in overall:  # the kinds split the same four holes
-        assert sum(r["cases"] for r in data["rows"] if r["lead_tokens"] == k and r["kind"] != "all") == 4
+        assert sum(r["cases"] for r in data["rows"] if r["lead"] == k and r["kind"] != "all") == 4
     # Each head token costs one encoder pass on top of the decoder's steps.
-    assert overall[8]["mean_steps"] > overall[0]["mean_steps"]
+    assert overall["8"]["mean_steps"] > overall["0"]["mean_steps"]
     assert data["best"] in overall
-    assert len(data["examples"]) == 4 and all({"middle", "lead 0", "lead 8"} <= set(e) for e in data["examples"])
+    assert len(data["examples"]) == 4 and all({"middle", "lead 0", "lead 8", "lead line"} <= set(e)
+                                              for e in data["examples"])
 
 
 def test_the_lead_tuner_writes_its_choice_into_the_model_directory(tmp_path):
@@ -90,8 +92,15 @@ def test_the_lead_tuner_writes_its_choice_into_the_model_directory(tmp_path):
     assert tune_lead.main(["--model", str(model), "--cases", "3", "--leads", "0,2", "--write",
                            "--report", str(report)]) == 0
     best = json.loads(report.read_text())["best"]
-    assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": best}
-    assert load_engine(EngineConfig(model=str(model), device="cpu")).defaults.lead_tokens == best
+    assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": int(best)}
+    assert load_engine(EngineConfig(model=str(model), device="cpu")).defaults.lead_tokens == int(best)
+    # Only `line` is chosen here: it is written with its cap, and the engine reads both.
+    assert tune_lead.main(["--model", str(model), "--cases", "2", "--leads", "line", "--write"]) == 0
+    assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": 32, "lead_line": True}
+    defaults = load_engine(EngineConfig(model=str(model), device="cpu")).defaults
+    assert defaults.lead_tokens == 32 and defaults.lead_line
+    with pytest.raises(SystemExit):
+        tune_lead.main(["--model", str(model), "--leads", "4,lines"])
 
 
 def test_obvious_cases_are_right_python_and_scored_as_written():

@@ -79,9 +79,9 @@ def test_a_head_that_ends_the_middle_needs_no_canvas(engine, monkeypatch):
     first = head_tokens(engine, 2)
     original = module.lead
 
-    def stops_after_one(model, hidden, cache, start, count, stop_ids):
+    def stops_after_one(model, hidden, cache, start, count, stop_ids, line_ended=None):
         # The head's second token counts as the end of the middle.
-        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]})
+        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, line_ended)
 
     monkeypatch.setattr(module, "lead", stops_after_one)
     calls = []
@@ -159,3 +159,69 @@ def test_the_server_fill_reports_the_lead_and_repairs_around_it(engine, monkeypa
     fill = run_fill(engine, FillJob(snap, at, at, "fim", settings), None)
     assert fill.trace["leadTokens"] == 3
     assert repaired and all(lead == 3 for lead, _ in repaired)
+
+
+def test_a_line_lead_writes_the_first_line_then_asks_the_head_whether_the_middle_ends(engine):
+    from dg_engine.lead import lead
+
+    head = head_tokens(engine, 4)
+    assert len(head) == 4
+
+    def run(stop_ids):
+        prefill = engine.prefix_cache.prefill(engine.format.infill_ids(PREFIX, SUFFIX), reuse=False)
+        # Here the "line" ends at the head's second token.
+        return lead(engine.model, engine.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens,
+                    32, stop_ids, lambda ids: len(ids) == 2)
+
+    going_on = run(set(engine.format.stop_ids))
+    assert going_on.ids == head[:2] and not going_on.stopped and going_on.passes == 2
+    # When the head's next token after the line is a stop token, the middle ends with the line.
+    ending = run(set(engine.format.stop_ids) | {head[2]})
+    assert ending.ids == head[:2] and ending.stopped
+
+
+def test_a_line_lead_through_the_engine_is_capped_and_the_canvas_continues(engine):
+    plain = head_tokens(engine, 6)
+    result = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True))
+    cand = result.candidates[0]
+    # The random head writes no line break here, so the cap ends the lead (or a loop cuts it short).
+    assert 0 < cand.lead <= 6 and cand.token_ids[: cand.lead] == plain[: cand.lead]
+    assert result.canvases == 1 and len(cand.token_ids) > cand.lead
+
+
+def test_a_looping_head_is_cut_back_to_one_copy():
+    from dg_engine.lead import looping
+
+    assert looping([5, 1, 2, 1, 2, 1, 2]) == 4  # (1, 2) three times: keep one
+    assert looping([9, 7, 7, 7, 7]) == 3  # one token four times
+    assert looping([7, 7, 7]) == 0  # three of one token is not yet a loop
+    assert looping([1, 2, 3, 1, 2, 3, 1, 2]) == 0  # a third copy not finished
+    assert looping([1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4]) == 8
+    assert looping(list(range(30))) == 0
+
+
+def test_a_line_ends_at_a_break_after_text_not_at_a_leading_break(engine):
+    from dg_engine.lead import line_end_test
+
+    ended = line_end_test(engine.tokenizer)
+    ids = lambda text: engine.tokenizer.encode(text, add_special_tokens=False)
+    assert ended(ids("x = 1\n"))
+    assert not ended(ids("x = 1"))
+    assert not ended(ids("\n    "))  # a middle that starts on the next line has not ended a line yet
+    assert ended(ids("\n    y = 2\n"))
+
+
+def test_a_model_directory_asks_for_a_line_lead_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog):
+    from dg_engine.config import tuned_lead_line
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_dir, model)
+    assert tuned_lead_line(model) is False
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_line": True}))
+    assert tuned_lead_line(model) is True and tuned_lead_tokens(model) == 32
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 4}))
+    assert tuned_lead_line(model) is False
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_line": "yes"}))
+    with caplog.at_level(logging.WARNING):
+        assert tuned_lead_line(model) is False
+    assert "lead_line" in caplog.text

@@ -4,9 +4,10 @@ A fill led by the head (`dg_engine.lead`) starts with the encoder's greedy token
 decoder fill the rest. How many pay depends on how the two halves of the model were trained, so
 it is chosen per model on the held-out holes the sampler is tuned on, by the sampler tuner's rule
 (`tune.choose`: exact match first, then edit similarity, then the fewest forward passes), and
-stored as `lead_config.json` in the model directory, where `load_engine` reads it.
+stored as `lead_config.json` in the model directory, where `load_engine` reads it. A lead is a
+count of tokens or `line`: the head writes the fill's whole first line (at most LINE_TOKENS).
 
-    python -m dg_engine.train.tune_lead --model engine/embedded --cases 400 --write
+    python -m dg_engine.train.tune_lead --model engine/embedded --cases 400 --leads 0,4,line --write
 """
 
 from __future__ import annotations
@@ -18,7 +19,19 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-LEADS = (0, 2, 4, 8)
+LEADS = ("0", "2", "4", "8", "line")
+# The most tokens a `line` lead writes: a line of code of about a hundred characters.
+LINE_TOKENS = 32
+
+
+def parse_lead(text: str) -> tuple[int, bool]:
+    """`"4"` -> (4, False); `"line"` -> (LINE_TOKENS, True). Raises ValueError on anything else."""
+    if text.strip() == "line":
+        return LINE_TOKENS, True
+    count = int(text)
+    if not 0 <= count <= 64:
+        raise ValueError(f"a lead is a count of tokens from 0 to 64 or 'line', not {text!r}")
+    return count, False
 
 
 def similarity(a: str, b: str) -> float:
@@ -34,8 +47,9 @@ def measure(engine, cases, leads=LEADS, examples: int = 8) -> dict:
     for i, case in enumerate(cases):
         fills = {}
         for k in leads:
+            count, line = parse_lead(k)
             best = engine.fill(FillRequest(case.prefix, case.suffix, seed=i, reuse_cache=False,
-                                           lead_tokens=k)).candidates[0]
+                                           lead_tokens=count, lead_line=line)).candidates[0]
             fills[k] = best.text
             for key in ((k, "all"), (k, case.kind)):
                 t = totals[key]
@@ -45,20 +59,39 @@ def measure(engine, cases, leads=LEADS, examples: int = 8) -> dict:
                 t["steps"] += best.steps
         if len(shown) < examples:
             shown.append({"middle": case.middle, **{f"lead {k}": f for k, f in fills.items()}})
-    rows = [{"lead_tokens": k, "kind": kind, "cases": t["cases"],
+    rows = [{"lead": k, "lead_tokens": parse_lead(k)[0], "lead_line": parse_lead(k)[1], "kind": kind,
+             "cases": t["cases"],
              "exact_match": round(t["exact"] / t["cases"], 4),
              "edit_similarity": round(t["similarity"] / t["cases"], 4),
              "mean_steps": round(t["steps"] / t["cases"], 3)}
             for (k, kind), t in totals.items()]
-    rows.sort(key=lambda r: (r["kind"] != "all", r["kind"], r["lead_tokens"]))
+    rows.sort(key=lambda r: (r["kind"] != "all", r["kind"], r["lead_line"], r["lead_tokens"]))
     return {"cases": len(cases), "rows": rows, "examples": shown,
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def best_lead(result: dict) -> int:
+def best_lead(result: dict) -> str:
+    """The chosen lead, as `measure` names it (`"4"`, `"line"`)."""
     from .tune import choose
 
-    return choose([r for r in result["rows"] if r["kind"] == "all"])["lead_tokens"]
+    return choose([r for r in result["rows"] if r["kind"] == "all"])["lead"]
+
+
+def lead_config(lead: str) -> dict:
+    """What LEAD_CONFIG holds for a lead."""
+    count, line = parse_lead(lead)
+    return {"lead_tokens": count, "lead_line": True} if line else {"lead_tokens": count}
+
+
+def parse_leads(text: str, parser) -> list[str]:
+    """The distinct leads of a comma-separated list, counts first; a bad one is a usage error."""
+    leads = {k.strip() for k in text.split(",") if k.strip()}
+    try:
+        if not leads:
+            raise ValueError("no lead given")
+        return sorted(leads, key=lambda k: parse_lead(k)[::-1])
+    except ValueError as exc:
+        parser.error(f"--leads: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,24 +100,22 @@ def main(argv: list[str] | None = None) -> int:
     from .tune import fp32_engine, held_out_cases, tuner_arguments
 
     parser = tuner_arguments(__doc__.splitlines()[0], 400, LEAD_CONFIG)
-    parser.add_argument("--leads", default=",".join(map(str, LEADS)), help="head tokens to try, comma-separated")
+    parser.add_argument("--leads", default=",".join(LEADS), help="leads to try, comma-separated: counts or 'line'")
     args = parser.parse_args(argv)
-    leads = sorted({int(k) for k in args.leads.split(",")})
-    if any(not 0 <= k <= 64 for k in leads):
-        parser.error("--leads are counts of tokens from 0 to 64")
+    leads = parse_leads(args.leads, parser)
     engine = fp32_engine(args.model)
-    engine.defaults = replace(engine.defaults, lead_tokens=0)
+    engine.defaults = replace(engine.defaults, lead_tokens=0, lead_line=False)
     cases = held_out_cases(engine, args.cases, root=Path(args.corpus_root) if args.corpus_root else None)
     result = measure(engine, cases, leads)
     for row in result["rows"]:
         print(json.dumps(row))
     best = best_lead(result)
-    print(f"best: lead_tokens = {best}")
+    print(f"best: {json.dumps(lead_config(best))}")
     if args.report:
         Path(args.report).write_text(json.dumps({**result, "best": best}, indent=2) + "\n")
     if args.write:
         path = resolve_source(args.model) / LEAD_CONFIG
-        path.write_text(json.dumps({"lead_tokens": best}, indent=2) + "\n")
+        path.write_text(json.dumps(lead_config(best), indent=2) + "\n")
         print(f"wrote {path}")
     return 0
 
