@@ -22,7 +22,7 @@ from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCall
 from .adapt.adapter import AdapterError
 from .errors import Cancelled, OutOfMemoryError
 from .kvcache import PrefixCache, common_prefix_length, fork
-from .lead import Lead, extend, lead, led_steps, line_end_test
+from .lead import Lead, Lines, extend, lead, led_steps
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
 from .proofread import Edit, proofread
@@ -180,7 +180,7 @@ class Engine:
             base, start, led = prefill.cache, prefill.prompt_tokens, Lead()
             if self._leads(request, pinned_rows) and options.lead_tokens:
                 led = lead(self.model, self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens,
-                           options.lead_tokens, self.format.stop_ids, line_end_test(self.tokenizer) if options.lead_line else None)
+                           options.lead_tokens, self.format.stop_ids, Lines(self.tokenizer) if options.lead_line else None)
                 if led.ids and not led.stopped:
                     base, start = self._led_context(request, prompt, led.ids)
                     led.passes += 1  # the pass that encoded the context's new tokens

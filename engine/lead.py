@@ -20,7 +20,6 @@ it starts right after `<fim_middle>` as every middle's first block did in traini
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -45,46 +44,56 @@ def extend(model, cache, ids: list[int], start: int) -> torch.Tensor:
     return out.last_hidden_state[:, -1:]
 
 
+@dataclass(frozen=True)
+class Lines:
+    """What a lead that writes a whole line needs to know of the tokenizer's text. This tokenizer
+    joins a line break and the next line's indentation into one token, so a break's token may
+    carry that indentation."""
+
+    tokenizer: object
+
+    def ended(self, ids: list[int]) -> bool:
+        """Whether `ids` end with a line break after some text (not a middle's leading break)."""
+        return "\n" in self.tokenizer.decode(ids[-1:]) and "\n" in self.tokenizer.decode(ids).lstrip()
+
+    def blank(self, token: int) -> bool:
+        return not self.tokenizer.decode([token]).strip()
+
+
 @torch.inference_mode()
-def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids,
-         line_ended: Callable[[list[int]], bool] | None = None) -> Lead:
+def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids, lines: Lines | None = None) -> Lead:
     """Up to `count` greedy head tokens after the prompt whose last hidden state is `hidden` [1, 1, H].
 
     `cache` (one row, the prompt's `start` tokens) takes each token that another is predicted
     from; the last one is left out, since the canvas's context is built apart (`Engine._led_context`).
-    With `line_ended` (true once the ids end a line of text), the head writes the fill's first line
-    and then looks one token further: a middle that ends with that line needs no canvas.
+    With `lines`, the head writes the fill's first line and the blank lines after it, then stops at
+    the first token of the next line of text, which is the canvas's to write; a middle the head
+    ends there needs no canvas.
     """
-    out = Lead()
+    out, line_done = Lead(), False
     for _ in range(count):
         probs = torch.softmax(next_token_logits(model, hidden), -1)[0]  # [V]
         token = int(probs.argmax())
         if token in stop_ids:
             out.stopped = True
             break
+        if line_done and (len(out.ids) == count or not lines.blank(token)):
+            break
         out.ids.append(token)
         out.confidences.append(float(probs[token]))
-        ended = line_ended is not None and line_ended(out.ids)
-        loop = looping(out.ids) if line_ended is not None else 0
-        if loop:
-            # A greedy head that starts repeating itself (`= iterator = iterator = ...`) never
-            # leaves the loop: one copy is kept and the decoder writes on from there.
-            del out.ids[-loop:], out.confidences[-loop:]
-            break
-        if len(out.ids) == count and not ended:
+        if lines is not None:
+            loop = looping(out.ids)
+            if loop:
+                # A greedy head that starts repeating itself (`= iterator = iterator = ...`) never
+                # leaves the loop: one copy is kept and the decoder writes on from there.
+                del out.ids[-loop:], out.confidences[-loop:]
+                break
+            line_done = line_done or lines.ended(out.ids)
+        if len(out.ids) == count and not line_done:
             break
         hidden = extend(model, cache, [token], start + len(out.ids) - 1)
         out.passes += 1
-        if ended:
-            out.stopped = int(next_token_logits(model, hidden).argmax()) in stop_ids
-            break
     return out
-
-
-def line_end_test(tokenizer) -> Callable[[list[int]], bool]:
-    """Whether ids end with a line break after some text (this tokenizer joins a break and the next
-    line's indentation into one token, so the break's token may carry that indentation)."""
-    return lambda ids: "\n" in tokenizer.decode(ids[-1:]) and "\n" in tokenizer.decode(ids).lstrip()
 
 
 def looping(ids: list[int], longest: int = 8) -> int:

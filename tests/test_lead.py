@@ -79,9 +79,9 @@ def test_a_head_that_ends_the_middle_needs_no_canvas(engine, monkeypatch):
     first = head_tokens(engine, 2)
     original = module.lead
 
-    def stops_after_one(model, hidden, cache, start, count, stop_ids, line_ended=None):
+    def stops_after_one(model, hidden, cache, start, count, stop_ids, lines=None):
         # The head's second token counts as the end of the middle.
-        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, line_ended)
+        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, lines)
 
     monkeypatch.setattr(module, "lead", stops_after_one)
     calls = []
@@ -161,23 +161,36 @@ def test_the_server_fill_reports_the_lead_and_repairs_around_it(engine, monkeypa
     assert repaired and all(lead == 3 for lead, _ in repaired)
 
 
-def test_a_line_lead_writes_the_first_line_then_asks_the_head_whether_the_middle_ends(engine):
+def test_a_line_lead_writes_the_first_line_and_stops_where_the_next_line_of_text_starts(engine):
     from dg_engine.lead import lead
 
     head = head_tokens(engine, 4)
     assert len(head) == 4
 
-    def run(stop_ids):
+    class FirstTwoAreALine:
+        # Stands in for `Lines`: the "line" ends at the head's second token; `blanks` are blank.
+        def __init__(self, blanks: set[int]):
+            self.blanks = blanks
+
+        def ended(self, ids):
+            return len(ids) >= 2
+
+        def blank(self, token):
+            return token in self.blanks
+
+    def run(stop_ids, blanks=frozenset()):
         prefill = engine.prefix_cache.prefill(engine.format.infill_ids(PREFIX, SUFFIX), reuse=False)
-        # Here the "line" ends at the head's second token.
         return lead(engine.model, engine.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens,
-                    32, stop_ids, lambda ids: len(ids) == 2)
+                    32, stop_ids, FirstTwoAreALine(set(blanks)))
 
     going_on = run(set(engine.format.stop_ids))
     assert going_on.ids == head[:2] and not going_on.stopped and going_on.passes == 2
     # When the head's next token after the line is a stop token, the middle ends with the line.
     ending = run(set(engine.format.stop_ids) | {head[2]})
     assert ending.ids == head[:2] and ending.stopped
+    # A blank token after the line is the head's too; the next line's text is not.
+    blank_after = run(set(engine.format.stop_ids), {head[2]})
+    assert blank_after.ids == head[:3] and not blank_after.stopped
 
 
 def test_a_line_lead_through_the_engine_is_capped_and_the_canvas_continues(engine):
@@ -201,14 +214,15 @@ def test_a_looping_head_is_cut_back_to_one_copy():
 
 
 def test_a_line_ends_at_a_break_after_text_not_at_a_leading_break(engine):
-    from dg_engine.lead import line_end_test
+    from dg_engine.lead import Lines
 
-    ended = line_end_test(engine.tokenizer)
+    lines = Lines(engine.tokenizer)
     ids = lambda text: engine.tokenizer.encode(text, add_special_tokens=False)
-    assert ended(ids("x = 1\n"))
-    assert not ended(ids("x = 1"))
-    assert not ended(ids("\n    "))  # a middle that starts on the next line has not ended a line yet
-    assert ended(ids("\n    y = 2\n"))
+    assert lines.ended(ids("x = 1\n"))
+    assert not lines.ended(ids("x = 1"))
+    assert not lines.ended(ids("\n    "))  # a middle that starts on the next line has not ended a line yet
+    assert lines.ended(ids("\n    y = 2\n"))
+    assert lines.blank(ids("\n")[0]) and not lines.blank(ids("x")[0])
 
 
 def test_a_model_directory_asks_for_a_line_lead_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog):
