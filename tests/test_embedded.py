@@ -42,11 +42,11 @@ def test_the_shipped_model_fills_through_the_server_pipeline(embedded):
 @pytest.mark.parametrize("name", ["closing bracket", "the import the code uses"])
 def test_the_shipped_model_makes_the_obvious_fills_it_is_known_for(name):
     # The obvious fills (benchmarks/obvious.py) the shipped model gets, through the server's own
-    # pipeline at fp32 with the model's own settings (its head writes the first four tokens).
+    # pipeline at fp32 with the model's own settings (its head writes the fill's first line).
     # The other three are still measured there, not asserted here.
     from benchmarks.obvious import CASES, fill_case
 
     engine = load_engine(EngineConfig(model="embedded", device="cpu", dtype="float32", quantization="none"))
-    assert engine.defaults.lead_tokens == 4
+    assert engine.defaults.lead_line and engine.defaults.lead_tokens == 32
     case = next(c for c in CASES if c.name == name)
     assert fill_case(engine, case).strip() == case.want
