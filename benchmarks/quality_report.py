@@ -136,7 +136,7 @@ def markdown(payload: dict) -> str:
     for run, info in (payload.get("training") or {}).items():
         if info:
             val = info["last_val_loss"]
-            lines.append(f"- training `{run}`: logged up to step {info['last_step']} after {info['elapsed_s']:.0f} s "
+            lines.append(f"- training log `runs/{run}` (the run's latest steps, which need not be the model scored above): logged up to step {info['last_step']} after {info['elapsed_s']:.0f} s "
                          f"(latest checkpoint: step {info.get('latest_checkpoint_step')}), train loss "
                          f"{info['final_loss']}, val_loss {val['value'] if val else '–'}"
                          f"{' at step ' + str(val['step']) if val else ''}")
