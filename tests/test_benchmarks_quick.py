@@ -143,20 +143,39 @@ def test_prose_errors_are_counted_against_the_original():
 
 
 def test_adapt_split_and_targets():
-    from benchmarks.adapt import judge, split
+    from benchmarks.adapt import SINGLE_LINE_KINDS, holes_by_kind, judge, split
+    from benchmarks.heldout import cut_holes
     from dg_engine.train.corpus import SourceFile
 
     files = [SourceFile(f"pkg/m{i}.py", "x = 1\n") for i in range(200)]
     learn, held = split(files)
     assert len(learn) + len(held) == 200 and 0.7 < len(learn) / 200 < 0.9
     assert {f.name for f in split(list(reversed(files)))[1]} == {f.name for f in held}  # order-independent
-    row = {"before": {"exact_match_by_kind": {"heldout_single_line": 0.05}}, "stdlib_before": {"exact_match": 0.3},
-           "kinds": {"full": {"after": {"exact_match_by_kind": {"heldout_single_line": 0.15}},
-                              "stdlib_after": {"exact_match": 0.29}},
-                     "lora": {"after": {"exact_match_by_kind": {"heldout_single_line": 0.12}},
-                              "stdlib_after": {"exact_match": 0.25}}}}
+
+    # The judge reads the kinds the cutter really gives single-line holes.
+    code = "".join(f"def f{i}(a, b):\n    total = a + b * {i}\n    return total\n\n\n" for i in range(40))
+    cases = cut_holes([SourceFile("pkg/code.py", code)], {"single_line": 20, "multi_line": 4}, seed=1)
+    counts = holes_by_kind(cases)
+    single = sum(counts.get(k, 0) for k in SINGLE_LINE_KINDS)
+    assert single == 20 and sum(counts.values()) == len(cases)
+
+    def share(exact_single: int) -> dict:
+        """Per-kind shares with `exact_single` single-line holes right, spread over the kinds."""
+        left, out = exact_single, {}
+        for kind in SINGLE_LINE_KINDS:
+            right = min(left, counts.get(kind, 0))
+            left -= right
+            if counts.get(kind):
+                out[kind] = right / counts[kind]
+        return {"exact_match_by_kind": {**out, "multi_line": 1.0}}
+
+    row = {"holes_by_kind": counts, "before": share(1), "stdlib_before": {"exact_match": 0.3},
+           "kinds": {"full": {"after": {**share(3), "exact_match": 0.0}, "stdlib_after": {"exact_match": 0.29}},
+                     "lora": {"after": share(2), "stdlib_after": {"exact_match": 0.25}}}}
     judged = judge(row)
+    assert judged["full"]["single_line_before"] == 0.05 and judged["full"]["single_line_after"] == 0.15
     assert judged["full"]["single_line_target"] == 0.15 and judged["full"]["single_line_met"] and judged["full"]["stdlib_met"]
+    assert judged["lora"]["single_line_after"] == 0.1
     assert not judged["lora"]["single_line_met"] and not judged["lora"]["stdlib_met"]
 
 
