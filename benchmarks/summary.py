@@ -153,7 +153,7 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
         for kind, j in row["judged"].items():
             k = row["kinds"][kind]
             rows.append(("adapt", f"{row['project']}, {kind} adapter ({k['minutes']:.0f} min): single-line exact match",
-                         f"{j['single_line_before']:.0%} → {j['single_line_after']:.0%}", f"≥ {j['single_line_target']:.0%}",
+                         f"{j['single_line_before']:.1%} → {j['single_line_after']:.1%}", f"≥ {j['single_line_target']:.1%}",
                          j["single_line_met"]))
             rows.append(("adapt", f"{row['project']}, {kind} adapter: edit similarity of the held-out files' fills",
                          f"{row['before']['edit_similarity']:.3f} → {k['after']['edit_similarity']:.3f}", "", None))
