@@ -12,7 +12,7 @@ elsewhere. Recorded: exact match and edit similarity, minutes spent, steps and a
 Targets: single-line exact match doubled or up 10 points (whichever is more), and at most
 2 points lost on the held-out standard library.
 
-    python -m benchmarks.adapt [--model DIR] [--minutes 20] [--kinds full,lora] [--quick]
+    python -m benchmarks.adapt [--model DIR] [--minutes 20] [--kinds full,lora] [--jobs 2] [--quick]
     python -m benchmarks.adapt --rejudge    # the verdicts of results/adapt.json again, nothing adapted
 """
 
@@ -21,12 +21,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import zipfile
 from collections import Counter
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 from dg_engine import EngineConfig, load_engine
@@ -47,6 +49,8 @@ HOLES = {"single_line": 40, "multi_line": 20, "random_span": 20}
 STDLIB_HOLES = {"single_line": 40}
 # The kinds `cut_holes` gives the holes it cuts for "single_line": a whole line, or a line's rest.
 SINGLE_LINE_KINDS = ("whole_line", "rest_of_line")
+# The engines' thread count: 0 is the engine's own rule; a `--jobs` worker sets 1 (`one_thread`).
+THREADS = 0
 
 
 def cache_dir() -> Path:
@@ -88,7 +92,7 @@ def split(files: list[SourceFile], share: float = 0.8) -> tuple[list[SourceFile]
 
 
 def quality(model: str, cases, adapter: str = "") -> dict:
-    engine = load_engine(EngineConfig(model=model, adapter=adapter))
+    engine = load_engine(EngineConfig(model=model, adapter=adapter, threads=THREADS))
     if adapter and "error" in (engine.adapter or {}):
         raise RuntimeError(engine.adapter["error"])
     return score(cases, fills(engine, cases, "fim", Settings()), None)
@@ -98,22 +102,76 @@ def adapter_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
 
-def run_project(name: str, version: str, model: str, kinds: list[str], minutes: float, holes: dict, stdlib) -> dict:
+def project_cases(name: str, version: str, holes: dict) -> tuple[list[SourceFile], list[SourceFile], list]:
+    """(learn files, held files, holes cut from the held files): seeded and hashed, so every process
+    that asks gets the same."""
     learn, held = split(project_files(fetch(name, version)))
-    cases = cut_holes(held, holes, seed=1)
-    row = {"project": f"{name}=={version}", "files": {"learn": len(learn), "held": len(held)},
-           "holes_by_kind": holes_by_kind(cases),
-           "before": quality(model, cases), "stdlib_before": quality(model, stdlib), "kinds": {}}
-    base = resolve_source(model)
-    with tempfile.TemporaryDirectory(prefix=f"dg-adapt-{name}-") as tmp:
-        for kind in kinds:
-            out = Path(tmp) / kind / "adapter"
-            info = adapt(base, Selection(learn), out, Path(tmp) / kind / "run", AdaptConfig(minutes=minutes, kind=kind),
-                         workspace=name, progress=False)
-            row["kinds"][kind] = {"minutes": info.minutes, "steps": info.steps, "tokens": info.tokens,
-                                  "adapter_bytes": adapter_bytes(out), "after": quality(model, cases, str(out)),
-                                  "stdlib_after": quality(model, stdlib, str(out))}
-    return row
+    return learn, held, cut_holes(held, holes, seed=1)
+
+
+def project_before(name: str, version: str, model: str, holes: dict) -> dict:
+    learn, held, cases = project_cases(name, version, holes)
+    return {"project": f"{name}=={version}", "files": {"learn": len(learn), "held": len(held)},
+            "holes_by_kind": holes_by_kind(cases), "before": quality(model, cases)}
+
+
+def adapt_kind(name: str, version: str, model: str, kind: str, minutes: float, holes: dict, stdlib) -> dict:
+    """One adapter kind on one project: adapt on the learn files, then fill the project's and the
+    standard library's holes with it."""
+    learn, _, cases = project_cases(name, version, holes)
+    with tempfile.TemporaryDirectory(prefix=f"dg-adapt-{name}-{kind}-") as tmp:
+        out = Path(tmp) / "adapter"
+        info = adapt(resolve_source(model), Selection(learn), out, Path(tmp) / "run",
+                     AdaptConfig(minutes=minutes, kind=kind), workspace=name, progress=False)
+        return {"minutes": info.minutes, "steps": info.steps, "tokens": info.tokens,
+                "adapter_bytes": adapter_bytes(out), "after": quality(model, cases, str(out)),
+                "stdlib_after": quality(model, stdlib, str(out))}
+
+
+def one_thread() -> None:
+    """Each worker of `--jobs` runs on one thread, so N jobs use N cores and an adapting minute is a
+    CPU-minute, as the target counts it."""
+    import torch
+
+    global THREADS
+    THREADS = 1
+    torch.set_num_threads(1)
+
+
+def run_projects(projects, model: str, kinds: list[str], minutes: float, holes: dict, stdlib, jobs: int) -> list[dict]:
+    """Every (project, kind) run, in order, or side by side in `jobs` processes of one thread."""
+    for name, version in projects:
+        fetch(name, version)  # once, here: workers must not race on a first download
+    if jobs <= 1:
+        tasks = _Serial()
+    else:
+        tasks = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=one_thread)
+    with tasks:
+        stdlib_before = tasks.submit(quality, model, stdlib)
+        befores = [tasks.submit(project_before, n, v, model, holes) for n, v in projects]
+        afters = [{k: tasks.submit(adapt_kind, n, v, model, k, minutes, holes, stdlib) for k in kinds}
+                  for n, v in projects]
+        rows = []
+        for before, by_kind in zip(befores, afters):
+            row = {**before.result(), "stdlib_before": stdlib_before.result()}
+            row["kinds"] = {k: f.result() for k, f in by_kind.items()}
+            rows.append(row)
+    return rows
+
+
+class _Serial:
+    """`submit` that runs at once: the executor interface for `--jobs 1`."""
+
+    def submit(self, fn, *args) -> Future:
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+    def __enter__(self) -> "_Serial":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
 
 
 def holes_by_kind(cases) -> dict[str, int]:
@@ -165,6 +223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--minutes", type=float, default=20.0, help="adapting time per project and kind")
     p.add_argument("--kinds", default="full,lora")
     p.add_argument("--projects", type=int, default=len(PROJECTS))
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs side by side, each in a process of one thread (2 on two cores: a 20-minute run in half the time)")
     p.add_argument("--quick", action="store_true", help="the tiny model, one project, seconds of adapting")
     p.add_argument("--rejudge", action="store_true", help="judge results/adapt.json again, adapting nothing")
     return p.parse_args(argv)
@@ -183,11 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     minutes = 0.05 if args.quick else args.minutes
     holes = {k: 2 for k in HOLES} if args.quick else HOLES
     stdlib = cut_holes(held_out_files(), {"single_line": 2} if args.quick else STDLIB_HOLES, seed=2)
-    rows, load = common.under_load(lambda: [run_project(n, v, model, kinds, minutes, holes, stdlib) for n, v in projects])
+    rows, load = common.under_load(lambda: run_projects(projects, model, kinds, minutes, holes, stdlib, args.jobs))
     for row in rows:
         row["judged"] = judge(row)
     payload = {"model": model_label(model), "quick": args.quick, "load": load,
-               "settings": {"minutes": minutes, "kinds": kinds, "holes": holes, "stdlib_holes": len(stdlib)},
+               "settings": {"minutes": minutes, "kinds": kinds, "holes": holes, "stdlib_holes": len(stdlib),
+                            "jobs": args.jobs},
                "projects": rows}
     path = common.write("adapt", payload, quick=args.quick)
     report(rows)

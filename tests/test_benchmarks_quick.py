@@ -179,6 +179,36 @@ def test_adapt_split_and_targets():
     assert not judged["lora"]["single_line_met"] and not judged["lora"]["stdlib_met"]
 
 
+def test_adapt_quick_runs_projects_side_by_side(tmp_path, monkeypatch):
+    # A local stand-in for the first project's wheel, so nothing is downloaded; `--jobs 2` runs the
+    # (project, kind) runs in two worker processes, which find it through the same cache folder.
+    import zipfile
+
+    from benchmarks import adapt
+
+    name, version = adapt.PROJECTS[0]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    adapt.cache_dir().mkdir(parents=True)
+    body = "".join(f"def step_{i}(value, scale):\n    total = value * scale + {i}\n    return total\n\n\n" for i in range(12))
+    with zipfile.ZipFile(adapt.cache_dir() / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
+        for i in range(10):
+            wheel.writestr(f"{name}/part{i}.py", f'"""Part {i}."""\n\n' + body)
+        wheel.writestr(f"{name}/tests/test_skip.py", "def test_x():\n    assert True\n")
+
+    adapt.main(["--quick", "--jobs", "2"])
+    data = written("adapt")
+    assert data["settings"]["jobs"] == 2 and data["settings"]["kinds"] == ["full", "lora"]
+    [row] = data["projects"]
+    assert row["project"] == f"{name}=={version}" and row["files"]["learn"] + row["files"]["held"] == 10
+    assert sum(row["holes_by_kind"].values()) == row["before"]["counts"]["cases"] > 0
+    for kind in ("full", "lora"):
+        run = row["kinds"][kind]
+        assert run["steps"] >= 1 and run["tokens"] > 0 and run["adapter_bytes"] > 0
+        assert run["after"]["counts"]["cases"] == row["before"]["counts"]["cases"]
+        assert run["stdlib_after"]["counts"]["cases"] == row["stdlib_before"]["counts"]["cases"] > 0
+    assert set(row["judged"]) == {"full", "lora"}
+
+
 def test_decode_quick():
     from benchmarks import decode
 
