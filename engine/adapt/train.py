@@ -27,6 +27,7 @@ from torch.nn.utils import parametrize
 
 from ..prompt import FimFormat, encode
 from ..tokens import special_tokens
+from ..train.checkpoint import load_export
 from ..train.edits import EditSource
 from ..train.examples import ExampleConfig, ExampleSource
 from ..train.heap import keep_freed_memory
@@ -106,12 +107,7 @@ def code_stream(selection: Selection, fmt: FimFormat) -> np.ndarray:
 
 
 def load_base(base_dir: Path):
-    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
-
-    model = DiffusionGemmaForBlockDiffusion.from_pretrained(str(base_dir), dtype=torch.float32, use_safetensors=True,
-                                                            local_files_only=True, trust_remote_code=False)
-    tokenizer = AutoTokenizer.from_pretrained(str(base_dir), local_files_only=True, trust_remote_code=False)
-    return model, tokenizer
+    return load_export(base_dir)
 
 
 def adapt(base_dir: Path, selection: Selection, out: Path, run_dir: Path, cfg: AdaptConfig = AdaptConfig(),

@@ -99,17 +99,38 @@ def export_model(model, tokenizer, directory: Path, generation: dict) -> None:
 
     # Written beside the target and swapped in, so a reader (or a killed run) never sees a model
     # directory with new weights and an old config.
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = directory.with_name(f".{directory.name}.new")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = staging(directory)
     sampler = EntropyBoundSamplerConfig(entropy_bound=generation["entropy_bound"])
     rest = {k: v for k, v in generation.items() if k != "entropy_bound"}
     model.generation_config = DiffusionGemmaGenerationConfig(sampler_config=sampler, **rest)
     model.save_pretrained(str(tmp), safe_serialization=True)
     save_tokenizer(tokenizer, tmp)
+    swap_in(tmp, directory)
+
+
+def staging(directory: Path) -> Path:
+    """An empty folder beside `directory` to write its next version into (`swap_in` then replaces it)."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.new")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tmp
+
+
+def swap_in(tmp: Path, directory: Path) -> None:
+    """Replace `directory` with the finished `tmp` by renames, so it is never seen half-written."""
     old = directory.with_name(f".{directory.name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if directory.exists():
         os.replace(directory, old)
     os.replace(tmp, directory)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def load_export(directory: Path):
+    """(model, tokenizer) of a model directory that `export_model` wrote, in fp32, offline."""
+    from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
+
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(str(directory), dtype=torch.float32, use_safetensors=True,
+                                                            local_files_only=True, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True, trust_remote_code=False)
+    return model, tokenizer
