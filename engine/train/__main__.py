@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="built: the corpus cache (python -m dg_engine.train.corpus build); stdlib: the library only")
     p.add_argument("--corpus-cache", default=None, help="the built corpus's folder (default ~/.cache/dg-lsp/corpus)")
     p.add_argument("--size", choices=tuple(SIZES), default="small")
+    p.add_argument("--layers", type=int, default=None,
+                   help="text layers, if not the size's (a state grown by `python -m dg_engine.train.grow` passes it on)")
     p.add_argument("--seq-len", type=int, default=MixConfig.seq_len, help="tokens per block-parallel row")
     p.add_argument("--fim-share", type=float, default=MixConfig.fim_share)
     p.add_argument("--prose-share", type=float, default=MixConfig.prose_share)
@@ -106,6 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--seq-len must be at least {MIN_SEQ_LEN}: a row holds a prompt and two 64-token middle blocks")
     if args.procs < 1:
         p.error("--procs must be at least 1")
+    if args.layers is not None and args.layers < 1:
+        p.error("--layers must be at least 1")
     if args.procs > 1 and (args.layout != "blocks" or args.device == "cuda"):
         p.error("--procs above 1 trains the block layout on the CPU only")
     if args.procs > 1 and args.batch_size % args.procs:

@@ -35,6 +35,7 @@ def time_infill(model, context: int, canvas: int, passes: int) -> tuple[float, f
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", default="small")
+    p.add_argument("--layers", type=int, default=None, help="text layers, if not the size's (a grown model)")
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--canvas", type=int, default=32)
@@ -43,13 +44,13 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    model = build_model(args.size, args.vocab, seed=0).eval()
+    model = build_model(args.size, args.vocab, seed=0, layers=args.layers).eval()
     time_infill(model, args.context, args.canvas, args.passes)  # warm-up
     runs = [time_infill(model, args.context, args.canvas, args.passes) for _ in range(args.repeats)]
     prefill = statistics.median(r[0] for r in runs)
     decode = statistics.median(r[1] for r in runs)
     total = statistics.median(r[0] + r[1] for r in runs)
-    print(f"size={args.size} params={count_parameters(model):,} threads={args.threads} context={args.context} "
+    print(f"size={args.size} layers={model.config.text_config.num_hidden_layers} params={count_parameters(model):,} threads={args.threads} context={args.context} "
           f"canvas={args.canvas} passes={args.passes}: prefill+1st pass {prefill:.1f} ms, "
           f"{args.passes - 1} more passes {decode:.1f} ms, total {total:.1f} ms (median of {args.repeats})")
 

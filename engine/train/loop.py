@@ -228,11 +228,18 @@ def validate(model, source: ExampleSource, cfg: TrainConfig, device) -> float:
     return sum(losses) / len(losses)
 
 
+def optimizer_order(model) -> list[tuple[str, torch.nn.Parameter]]:
+    """The parameters in the optimizer's order (its state's indices): matrices, then the 1-D
+    tensors (norms, scales, biases) that take no weight decay."""
+    named = list(model.named_parameters())
+    return [(n, p) for n, p in named if p.ndim >= 2] + [(n, p) for n, p in named if p.ndim < 2]
+
+
 def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW without weight decay on norms, scales and biases (1-D tensors)."""
-    params = list(model.parameters())
-    decay = [p for p in params if p.ndim >= 2]
-    plain = [p for p in params if p.ndim < 2]
+    params = optimizer_order(model)
+    decay = [p for _, p in params if p.ndim >= 2]
+    plain = [p for _, p in params if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": plain, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
 

@@ -7,7 +7,7 @@ that turns a named size into a `DiffusionGemmaConfig`, so training, export and t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, Gemma4VisionConfig
 
@@ -68,9 +68,10 @@ def tiny_vision_config() -> Gemma4VisionConfig:
     return Gemma4VisionConfig(**VISION_KWARGS)
 
 
-def text_kwargs(size: str, vocab_size: int) -> dict:
-    """The text-config arguments for a named size and the tokenizer's vocabulary size."""
-    s = SIZES[size]
+def text_kwargs(size: str, vocab_size: int, layers: int | None = None) -> dict:
+    """The text-config arguments for a named size and the tokenizer's vocabulary size; `layers`
+    deepens it (a model grown from a trained one of that size, `grow.py`)."""
+    s = SIZES[size] if layers is None else replace(SIZES[size], num_layers=layers)
     # Every layer is full attention so that the engine can crop the KV cache at any position when it
     # reuses a prompt prefix; a sliding-window layer would have forgotten the cropped-away tokens.
     layer_types = ["full_attention"] * s.num_layers
@@ -102,9 +103,10 @@ def text_kwargs(size: str, vocab_size: int) -> dict:
     return text
 
 
-def build_config(size: str, vocab_size: int, canvas_length: int = DEFAULT_CANVAS_LENGTH) -> DiffusionGemmaConfig:
+def build_config(size: str, vocab_size: int, canvas_length: int = DEFAULT_CANVAS_LENGTH,
+                 layers: int | None = None) -> DiffusionGemmaConfig:
     """A DiffusionGemma config for a named size and the tokenizer's vocabulary size."""
-    text = text_kwargs(size, vocab_size)
+    text = text_kwargs(size, vocab_size, layers)
     return DiffusionGemmaConfig(
         text_config=text,
         vision_config=tiny_vision_config().to_dict(),
@@ -117,12 +119,13 @@ def build_config(size: str, vocab_size: int, canvas_length: int = DEFAULT_CANVAS
     )
 
 
-def build_model(size: str, vocab_size: int, seed: int, canvas_length: int = DEFAULT_CANVAS_LENGTH):
+def build_model(size: str, vocab_size: int, seed: int, canvas_length: int = DEFAULT_CANVAS_LENGTH,
+                layers: int | None = None):
     """A freshly initialised model; the seed makes initialisation reproducible."""
     import torch
 
     torch.manual_seed(seed)
-    config = build_config(size, vocab_size, canvas_length)
+    config = build_config(size, vocab_size, canvas_length, layers)
     config._attn_implementation = "sdpa"
     model = DiffusionGemmaForBlockDiffusion(config)
     model.tie_weights()

@@ -116,7 +116,7 @@ def run_piece(args, ranks: Ranks = Ranks()) -> dict:
     files, cache = training_files(args)
     tokenizer = tokenizer_for(args, files)
     source, val_source = sources(args, files, cache, tokenizer, ranks.main)
-    model = build_model(args.size, len(tokenizer), args.seed)
+    model = build_model(args.size, len(tokenizer), args.seed, layers=args.layers)
     cfg = TrainConfig(
         out=args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
         seed=args.seed, objective=args.objective, size=args.size, time_limit_min=args.time_limit,
@@ -132,7 +132,8 @@ def run_piece(args, ranks: Ranks = Ranks()) -> dict:
             raise SystemExit(f"error: {exc}") from None
     if ranks.main:
         held_out = 0 if val_source is None else len(val_source.sources)
-        print(f"{args.size} model: {count_parameters(model):,} parameters, {args.layout} layout, {len(files)} FIM files, "
+        shape = args.size if args.layers is None else f"{args.size} ({args.layers} layers)"
+        print(f"{shape} model: {count_parameters(model):,} parameters, {args.layout} layout, {len(files)} FIM files, "
               f"{held_out} held-out files, device {device}, {dtype}, {ranks.world} process(es) of "
               f"{torch.get_num_threads()} thread(s)", flush=True)
     def say(text: str) -> None:
