@@ -24,7 +24,7 @@ from .corpus import HELD_OUT
 from .loop import UNBOUNDED_STEPS, TrainConfig
 from .model import SIZES
 from .parallel import launch
-from .resume import AR_STATE_DIR, STATE_DIR, read_state
+from .resume import AR_STATE_DIR, STATE_DIR, last_value, read_state
 from .run import MIN_SEQ_LEN, prepare, run_piece
 from .sequences import MixConfig
 
@@ -206,17 +206,12 @@ def baseline_run(argv: list[str]) -> None:
         print(f"starting the AR baseline: {budget:,} tokens, the data of {args.like}", flush=True)
     if args.tokens:
         run_argv = _drop_options(run_argv, {"--max-tokens"}) + ["--max-tokens", str(args.tokens)]
-    budget = int(_last_value(run_argv, "--max-tokens"))
+    budget = int(last_value(run_argv, "--max-tokens"))
     if own is not None and own.get("tokens", 0) >= budget:
         print(f"the AR baseline in {args.state} already has its budget ({own['tokens']:,} of {budget:,} "
               "tokens); nothing to train", flush=True)
         return
     main(_piece_argv(run_argv, args, resume=own is not None) + extra)
-
-
-def _last_value(argv: list[str], option: str) -> str:
-    """The value the last `option` on a command line gives (the one argparse keeps)."""
-    return argv[len(argv) - argv[::-1].index(option)]
 
 
 def _first_values(argv: list[str]) -> list[str]:

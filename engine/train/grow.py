@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 from .checkpoint import OPTIMIZER, STATE, WEIGHTS, staging, swap_in
 from .loop import optimizer_order
 from .model import build_model
-from .resume import STATE_DIR, read_state
+from .resume import STATE_DIR, last_value, read_state
 
 LAYERS = "model.encoder.language_model.layers."
 # The norms that close a layer's attention and feed-forward branches onto the residual stream.
@@ -85,8 +85,9 @@ def grow_state(state_dir: Path, layers: int, out: Path) -> dict:
     if state is None or "argv" not in state:
         raise GrowError(f"no training state in {state_dir}")
     argv = state["argv"]
-    size = argv[len(argv) - argv[::-1].index("--size")] if "--size" in argv else state["config"]["size"]
-    had = int(argv[len(argv) - argv[::-1].index("--layers")]) if "--layers" in argv else None
+    size = last_value(argv, "--size", state["config"]["size"])
+    had = last_value(argv, "--layers")
+    had = None if had is None else int(had)
     weights = load_file(str(state_dir / WEIGHTS))
     old = build_model(size, weights["model.encoder.language_model.embed_tokens.weight"].shape[0], 0, layers=had)
     new = build_model(size, old.config.text_config.vocab_size, 0, layers=layers)
@@ -98,11 +99,10 @@ def grow_state(state_dir: Path, layers: int, out: Path) -> dict:
     # Moments by parameter name, then renumbered in the grown model's optimizer order.
     flat = load_file(str(state_dir / OPTIMIZER))
     old_names = [n for n, _ in optimizer_order(old)]
-    moments = {f"{old_names[int(k.split('.')[1])]}|{k.split('.', 2)[2]}": v for k, v in flat.items()}
-    by_kind: dict[str, dict[str, torch.Tensor]] = {}
-    for key, v in moments.items():
-        name, kind = key.split("|")
-        by_kind.setdefault(kind, {})[name] = v
+    by_kind: dict[str, dict[str, torch.Tensor]] = {}  # "exp_avg_sq" -> {parameter name: tensor}
+    for key, v in flat.items():
+        _, index, kind = key.split(".", 2)
+        by_kind.setdefault(kind, {})[old_names[int(index)]] = v
     grown_flat = {}
     for kind, tensors in by_kind.items():
         renamed = grow_tensors(tensors, plan, closers=False)

@@ -57,6 +57,11 @@ def save_resume(run_dir: Path, state_dir: Path, argv: list[str]) -> dict:
     return state
 
 
+def last_value(argv: list[str], option: str, default: str | None = None) -> str | None:
+    """The value the last `option` on a stored command line gives (the one argparse keeps)."""
+    return argv[len(argv) - argv[::-1].index(option)] if option in argv else default
+
+
 def read_state(state_dir: Path) -> dict | None:
     path = state_dir / STATE
     return json.loads(path.read_text()) if path.is_file() else None
