@@ -93,3 +93,21 @@ def test_the_grown_state_carries_moments_and_the_layers_option(grown):
 def test_growing_nothing_is_refused(tmp_path):
     with pytest.raises(GrowError, match="no training state"):
         grow_state(tmp_path / "none", 6, tmp_path / "out")
+
+
+def test_a_state_over_its_budget_keeps_bf16_weights_and_resumes_in_fp32(grown, tmp_path):
+    """A deeper model's state must still fit what is committed: its weights drop to bf16, its
+    moments stay as they are, and the run continues from fp32 copies of the rounded weights."""
+    model, root = grown
+    exact = json.loads((root / "state" / "state.json").read_text())
+    assert exact["weights_dtype"] == "float32"
+    budget = (root / "state" / "optimizer.safetensors").stat().st_size + 1
+    state = save_resume(root / "run", tmp_path / "small", ["--size", "tiny"], budget=budget)
+    assert state["weights_dtype"] == "bfloat16"
+    assert (tmp_path / "small" / "weights.safetensors").stat().st_size < (root / "state" / "weights.safetensors").stat().st_size * 0.6
+    weights, flat, _ = load_resume(tmp_path / "small", model)
+    _, exact_flat, _ = load_resume(root / "state", model)
+    for name, p in model.named_parameters():
+        assert weights[name].dtype == torch.float32
+        assert torch.equal(weights[name], p.detach().to(torch.bfloat16).float())
+    assert flat.keys() == exact_flat.keys() and all(torch.equal(flat[k], exact_flat[k]) for k in flat)

@@ -6,7 +6,10 @@ scores better on held-out code, so the run's own weights are kept apart from it)
 moments in bf16, the step (which fixes the data position, since batches are a pure function of
 (seed, step)), the tokens and training time so far, and the command line of the run. The first
 moments are not kept: with beta1 = 0.9 they are rebuilt within a few dozen steps, and dropping
-them keeps the state under 40 MB at the base size (25 MB of weights, 13 MB of moments).
+them keeps the state under 40 MB at the base size (25 MB of weights, 13 MB of moments). A
+deeper model (`grow.py`) would not fit so: when fp32 weights and the moments together pass
+`STATE_BUDGET`, the weights are kept in bf16 instead, a warm restart whose cost is measured in
+`engine/train/README.md` (the held-out loss of the rounded weights against the fp32 ones).
 `python -m dg_engine.train continue --minutes N` rebuilds the run from it, trains N more minutes,
 exports, and writes the state again, replacing it.
 """
@@ -27,14 +30,17 @@ from .checkpoint import OPTIMIZER, STATE, WEIGHTS, latest_checkpoint
 STATE_DIR = Path(__file__).parent / "state"
 # The AR baseline's own resume state, beside the embedded model's (`python -m dg_engine.train baseline`).
 AR_STATE_DIR = Path(__file__).parent / "ar_state"
+# The most a committed state may take, in bytes.
+STATE_BUDGET = 40_000_000
 
 
 class ResumeError(RuntimeError):
     """The committed state does not fit the model it should continue."""
 
 
-def save_resume(run_dir: Path, state_dir: Path, argv: list[str]) -> dict:
-    """Write the run's latest checkpoint as the small state into `state_dir`, replacing it."""
+def save_resume(run_dir: Path, state_dir: Path, argv: list[str], budget: int = STATE_BUDGET) -> dict:
+    """Write the run's latest checkpoint as the small state into `state_dir`, replacing it; the
+    weights in bf16 when in fp32 they and the moments would pass `budget` bytes."""
     ckpt = latest_checkpoint(run_dir)
     if ckpt is None:
         raise ResumeError(f"{run_dir} holds no checkpoint to save")
@@ -43,9 +49,15 @@ def save_resume(run_dir: Path, state_dir: Path, argv: list[str]) -> dict:
              for k, v in flat.items() if not k.endswith(".exp_avg")}
     state = json.loads((ckpt / STATE).read_text())
     state["argv"] = argv
+    weights = load_file(str(ckpt / WEIGHTS))
+    over = _nbytes(weights) + _nbytes(small) > budget
+    state["weights_dtype"] = "bfloat16" if over else "float32"
     state_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=state_dir.parent, prefix=f".{state_dir.name}."))
-    shutil.copyfile(ckpt / WEIGHTS, tmp / WEIGHTS)
+    if over:
+        save_file({k: v.to(torch.bfloat16) for k, v in weights.items()}, str(tmp / WEIGHTS))
+    else:
+        shutil.copyfile(ckpt / WEIGHTS, tmp / WEIGHTS)
     save_file(small, str(tmp / OPTIMIZER))
     (tmp / STATE).write_text(json.dumps(state, indent=2) + "\n")
     old = state_dir.with_name(state_dir.name + ".old")
@@ -55,6 +67,10 @@ def save_resume(run_dir: Path, state_dir: Path, argv: list[str]) -> dict:
     os.replace(tmp, state_dir)
     shutil.rmtree(old, ignore_errors=True)
     return state
+
+
+def _nbytes(tensors: dict[str, torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
 
 
 def last_value(argv: list[str], option: str, default: str | None = None) -> str | None:
@@ -72,7 +88,8 @@ def load_resume(state_dir: Path, model) -> tuple[dict, dict, dict]:
     state = read_state(state_dir)
     if state is None:
         raise ResumeError(f"no training state in {state_dir}")
-    stored = load_file(str(state_dir / WEIGHTS))
+    # Weights kept in bf16 (see `save_resume`) continue as fp32 master weights.
+    stored = {k: v.float() for k, v in load_file(str(state_dir / WEIGHTS)).items()}
     for name, p in model.named_parameters():
         w = stored.get(name)
         if w is None or w.shape != p.shape:
