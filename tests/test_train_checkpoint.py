@@ -153,6 +153,19 @@ def test_a_run_continues_from_the_committed_state_alone(tmp_path):
     assert state["step"] == 6 and state["config"]["decay_share"] == 0.2
 
 
+def test_the_rounding_check_measures_what_the_run_validated(tmp_path):
+    """`python -m dg_engine.train.resume STATE`: the stored weights' held-out loss is the one the run
+    logged at its last step, and the bf16-rounded weights' loss is measured beside it."""
+    from dg_engine.train.resume import rounding_cost
+
+    _cli(tmp_path, "--steps", "3", "--save-state", str(tmp_path / "state"))
+    last = (tmp_path / "run" / "log.csv").read_text().splitlines()[-1].split(",")
+    cost = rounding_cost(tmp_path / "state")
+    assert cost["weights_dtype"] == "float32"
+    assert cost["stored"] == pytest.approx(float(last[8]), abs=1e-4)
+    assert cost["bf16"] != cost["stored"] and abs(cost["bf16"] - cost["stored"]) < 0.05
+
+
 def test_a_state_from_another_model_is_refused(tmp_path, capsys):
     _cli(tmp_path, "--steps", "2", "--save-state", str(tmp_path / "state"))
     from dg_engine.train.__main__ import main

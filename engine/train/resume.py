@@ -100,3 +100,40 @@ def load_resume(state_dir: Path, model) -> tuple[dict, dict, dict]:
     for key in [k for k in flat if k.endswith(".exp_avg_sq")]:
         flat[key.removesuffix("_sq")] = torch.zeros_like(flat[key], dtype=torch.float32)
     return stored, flat, state
+
+
+def rounding_cost(state_dir: Path) -> dict[str, float]:
+    """The held-out loss (`loop.validate`) of a state's weights as stored and rounded to bf16: what a
+    state kept in bf16 costs the run that continues from it."""
+    from .__main__ import parse_args
+    from .loop import TrainConfig, validate
+    from .model import build_model
+    from .run import held_out_source, tokenizer_for
+
+    state = read_state(state_dir)
+    if state is None or "argv" not in state:
+        raise ResumeError(f"no training state in {state_dir}")
+    args = parse_args(state["argv"])
+    tokenizer = tokenizer_for(args, [])
+    model = build_model(args.size, len(tokenizer), args.seed, layers=args.layers)
+    source = held_out_source(args, tokenizer)
+    if source is None:
+        raise ResumeError("the held-out modules are missing, so there is nothing to measure on")
+    cfg = TrainConfig(out=args.out, batch_size=args.batch_size, size=args.size, layout=args.layout,
+                      objective=args.objective)
+    stored = load_file(str(state_dir / WEIGHTS))
+    losses = {}
+    for name, dtype in (("stored", None), ("bf16", torch.bfloat16)):
+        with torch.no_grad():
+            for key, p in model.named_parameters():
+                p.copy_(stored[key] if dtype is None else stored[key].to(dtype))
+        losses[name] = round(validate(model, source, cfg, "cpu"), 4)
+    return {"weights_dtype": str(next(iter(stored.values())).dtype).removeprefix("torch."), **losses}
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m dg_engine.train.resume STATE_DIR  (held-out loss as stored and in bf16)")
+    print(json.dumps(rounding_cost(Path(sys.argv[1]))))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -82,8 +81,7 @@ def prepare(args) -> None:
 def sources(args, files: list[SourceFile], cache: Path | None, tokenizer, talk: bool):
     """(training source, held-out source) for the layout: block rows or one-canvas holes."""
     fmt = FimFormat(tokenizer, special_tokens(tokenizer))
-    max_prompt = min(args.max_prompt_tokens, args.seq_len - MIDDLE_ROOM) if args.layout == "blocks" else args.max_prompt_tokens
-    examples = ExampleConfig(max_prompt_tokens=max_prompt, rename_prob=args.rename_prob)
+    examples = ExampleConfig(max_prompt_tokens=max_prompt_tokens(args), rename_prob=args.rename_prob)
     fim_source = ExampleSource(files, fmt, examples)
     source = fim_source
     if args.layout == "blocks":
@@ -100,10 +98,20 @@ def sources(args, files: list[SourceFile], cache: Path | None, tokenizer, talk: 
         if talk:
             print(f"streams: {0 if code is None else len(code):,} code tokens, "
                   f"{0 if prose is None else len(prose):,} prose tokens", flush=True)
+    return source, held_out_source(args, tokenizer)
+
+
+def held_out_source(args, tokenizer) -> ExampleSource | None:
+    """The held-out standard library modules as FIM holes, read as written (no renaming): what
+    `loop.validate` measures every run on."""
+    fmt = FimFormat(tokenizer, special_tokens(tokenizer))
     _, val_files = split(Path(args.corpus_root) if args.corpus_root else None, args.corpus_limit)
-    # Validation always reads the held-out code as written.
-    val_source = ExampleSource(val_files, fmt, replace(examples, rename_prob=0.0)) if val_files else None
-    return source, val_source
+    return ExampleSource(val_files, fmt, ExampleConfig(max_prompt_tokens=max_prompt_tokens(args))) if val_files else None
+
+
+def max_prompt_tokens(args) -> int:
+    # A block row keeps room for the largest middle after the prompt.
+    return min(args.max_prompt_tokens, args.seq_len - MIDDLE_ROOM) if args.layout == "blocks" else args.max_prompt_tokens
 
 
 def run_piece(args, ranks: Ranks = Ranks()) -> dict:
