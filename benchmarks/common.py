@@ -20,10 +20,15 @@ def machine() -> dict:
     import torch
     import transformers
 
+    from dg_engine.precision import cpu_has_bf16, cpu_model
+
     return {
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu": platform.processor() or platform.machine(),
+        # Where bf16 runs in hardware, the engine's default precision and the timings differ.
+        "cpu_model": cpu_model(),
+        "bf16_hardware": cpu_has_bf16(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -253,8 +253,10 @@ def render(r: dict[str, dict], quick: bool) -> str:
         lines += ["Quick run (tiny random model): these figures only show that the benchmarks work.", ""]
     machine = next((d["machine"] for d in r.values() if "machine" in d), {})
     if machine:
-        lines += [f"Machine: {machine.get('cpu_count')} CPU cores ({machine.get('cpu')}), torch {machine.get('torch')}, "
-                  f"transformers {machine.get('transformers')}, GPU {machine.get('cuda') or 'none'}.", ""]
+        bf16 = {True: ", bf16 in hardware", False: ", no bf16 hardware"}.get(machine.get("bf16_hardware"), "")
+        lines += [f"Machine: {machine.get('cpu_count')} CPU cores ({machine.get('cpu_model') or machine.get('cpu')}{bf16}), "
+                  f"torch {machine.get('torch')}, transformers {machine.get('transformers')}, "
+                  f"GPU {machine.get('cuda') or 'none'}.", ""]
     lines += ["| benchmark | figure | value | target | met |", "|---|---|---|---|---|"]
     for bench, figure, value, target, met in headline_rows(r):
         lines.append(f"| {bench} | {figure} | {value} | {target} | {yes(met)} |")

@@ -54,16 +54,30 @@ def cache_file() -> Path:
     return root / "dg-lsp" / "precision.json"
 
 
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def cpu_model() -> str:
+    """The CPU's model name, or the platform's word for it where /proc/cpuinfo is missing."""
+    for line in _cpuinfo().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AMX or AVX-512 BF16); emulated bf16 is slower."""
+    flags = _cpuinfo()
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
 def machine_key(model_dir: Path, threads: int) -> str:
     """What the timings depend on: the CPU, torch, the thread count and the model's shape."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     shape = hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:16]
     return f"{cpu}|torch {torch.__version__}|{threads} threads|{shape}"
 

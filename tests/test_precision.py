@@ -101,3 +101,18 @@ def test_int8_reports_the_same_parameter_count_as_fp32():
     int8 = load_engine(EngineConfig(quantization="int8"))
     assert int8.parameters == fp32.parameters
     assert int8.info()["parameters"] == fp32.info()["parameters"] > 2_000_000
+
+
+def test_the_cpu_facts_come_from_cpuinfo(monkeypatch):
+    """The CPU's name keys the cached choice and the bf16 flags pick the trainer's dtype; the
+    benchmarks record both, since their timings depend on them."""
+    from dg_engine import precision
+
+    amx = "processor\t: 0\nmodel name\t: Example CPU 9000\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile\n"
+    plain = "processor\t: 0\nmodel name\t: Older CPU\nflags\t\t: fpu sse avx2 avx512f\n"
+    monkeypatch.setattr(precision, "_cpuinfo", lambda: amx)
+    assert precision.cpu_model() == "Example CPU 9000" and precision.cpu_has_bf16()
+    monkeypatch.setattr(precision, "_cpuinfo", lambda: plain)
+    assert precision.cpu_model() == "Older CPU" and not precision.cpu_has_bf16()
+    monkeypatch.setattr(precision, "_cpuinfo", lambda: "")
+    assert precision.cpu_model() and not precision.cpu_has_bf16()

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from ..precision import cpu_has_bf16
 from ..prompt import FimFormat
 from .checkpoint import apply_state, export_model, latest_checkpoint, load_checkpoint, save_checkpoint
 from .examples import ExampleSource
@@ -180,15 +181,6 @@ def any_of(*checks):
     """One `should_stop` from several; each is asked every time, so each can log its reason."""
     present = [c for c in checks if c is not None]
     return lambda: any([c() for c in present])
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AMX or AVX-512 BF16); emulated bf16 is slower."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
 
 
 def resolve_dtype(requested: str, device: str) -> str:
