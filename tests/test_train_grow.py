@@ -111,3 +111,32 @@ def test_a_state_over_its_budget_keeps_bf16_weights_and_resumes_in_fp32(grown, t
         assert weights[name].dtype == torch.float32
         assert torch.equal(weights[name], p.detach().to(torch.bfloat16).float())
     assert flat.keys() == exact_flat.keys() and all(torch.equal(flat[k], exact_flat[k]) for k in flat)
+
+
+def test_open_branches_start_at_a_share_of_their_source_and_a_closed_state_opens_in_place(grown, tmp_path):
+    """`--open S`: the added layers' closing scales are S times the scales of the layer they copy,
+    so their weights learn from the first step; a state grown closed is opened at its own depth."""
+    model, root = grown
+    from dg_engine.train.grow import BRANCH_CLOSERS, grow_state
+
+    state = grow_state(root / "state", 3, tmp_path / "open", open_share=0.25)
+    assert state["grown_from"]["open_share"] == 0.25
+    opened = dict(load_resume(tmp_path / "open", build_model("tiny", VOCAB, seed=0, layers=3))[0])
+    closed = dict(load_resume(root / "grown", build_model("tiny", VOCAB, seed=0, layers=3))[0])
+    for rest in BRANCH_CLOSERS:
+        assert torch.equal(opened[f"{LAYERS}1.{rest}"], 0.25 * opened[f"{LAYERS}0.{rest}"])
+        assert torch.count_nonzero(closed[f"{LAYERS}1.{rest}"]) == 0
+    deep = build_model("tiny", VOCAB, seed=0, layers=3).train()
+    with torch.no_grad():
+        for name, p in deep.named_parameters():
+            p.copy_(opened[name])
+    _loss(deep).backward()
+    q = deep.get_parameter(f"{LAYERS}1.self_attn.q_proj.weight")
+    assert q.grad is not None and q.grad.abs().sum() > 0  # a closed copy's weights get none
+
+    reopened = grow_state(root / "grown", 3, tmp_path / "reopened", open_share=0.25)
+    assert reopened["grown_from"]["opened"] == {"share": 0.25, "step": 3}
+    again = dict(load_resume(tmp_path / "reopened", build_model("tiny", VOCAB, seed=0, layers=3))[0])
+    assert all(torch.equal(again[k], opened[k]) for k in opened)
+    with pytest.raises(GrowError, match="--open"):
+        grow_state(root / "grown", 3, tmp_path / "none")
