@@ -7,8 +7,8 @@ keeps them: every layer of the trained model is kept, and each added layer is a 
 neighbour whose two residual branches are switched off by zeroing the RMSNorm scales that close
 them (`post_attention_layernorm`, `post_feedforward_layernorm`; Gemma's norm multiplies by its
 weight). An added layer then passes its input through unchanged, so the grown model computes the
-same function, the same loss and the same fills as the one it came from, while the zeroed scales
-still receive gradients and open the branches as training finds a use for them. (Zeroing the
+same function, the same loss and the same fills as the one it came from; the zeroed scales still
+receive gradients, so training could open the branches, but in practice it does not (below). (Zeroing the
 output projections instead would not do: the post-norm of a near-zero branch divides by its tiny
 RMS and turns the first small update into a full-size one.)
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -98,11 +99,12 @@ def open_state(state_dir: Path, state: dict, open_share: float, out: Path) -> di
     for i, (_, added) in enumerate(plan):
         for rest in BRANCH_CLOSERS if added else ():
             # The grown layer before an added one is the trained layer it copies.
-            weights[f"{LAYERS}{i}.{rest}"] = weights[f"{LAYERS}{i - 1}.{rest}"].float() * open_share
+            source = weights[f"{LAYERS}{i - 1}.{rest}"]
+            weights[f"{LAYERS}{i}.{rest}"] = (source.float() * open_share).to(source.dtype)
     tmp = staging(out)
     tmp.mkdir()
     save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / WEIGHTS))
-    save_file(dict(load_file(str(state_dir / OPTIMIZER))), str(tmp / OPTIMIZER))
+    shutil.copyfile(state_dir / OPTIMIZER, tmp / OPTIMIZER)
     opened = {**state, "grown_from": {**state["grown_from"], "opened": {"share": open_share, "step": state["step"]}}}
     (tmp / STATE).write_text(json.dumps(opened, indent=2) + "\n")
     swap_in(tmp, out)
