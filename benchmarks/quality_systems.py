@@ -7,7 +7,7 @@ is small and single-threaded inference leaves cores idle) while scoring stays in
 
 Systems: `embedded_n{n}` (the diffusion engine with n candidates, ranked as the server ranks
 them), `ar_greedy` (the AR baseline through `dg_engine.autoregressive.ar_generate` with the same
-FIM prompt), `empty`, `previous_line` and `canonical` (the expected middle, a reference row).
+FIM prompt, healed as the engine's head is), `empty`, `previous_line` and `canonical` (the expected middle, a reference row).
 """
 
 from __future__ import annotations
@@ -94,8 +94,14 @@ def run_ar(engine, ctxs, max_new_tokens: int) -> list[Fill]:
     for ctx, spec in ctxs:
         started = time.perf_counter()
         ids = engine.format.infill_ids(ctx.prefix, ctx.suffix)
-        new, _, _ = ar_generate(engine.model, ids, max_new_tokens, set(engine.format.stop_ids))
+        # Healed as the engine's head is (`dg_engine.healing`), so the comparison stays like for like.
+        heal = engine.healer.point(ids, engine.format.specials.fim_middle)
+        if heal is not None:
+            ids = ids[:-2] + ids[-1:]
+        new, _, _ = ar_generate(engine.model, ids, max_new_tokens, set(engine.format.stop_ids),
+                                None if heal is None else heal.allowed)
         raw = engine.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        raw = raw if heal is None else raw[len(heal.text):]
         out.append((raw, postprocess(raw, ctx, spec), (time.perf_counter() - started) * 1000))
     return out
 

@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "layouts", "obvious")
+OWN = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "layouts", "obvious", "healing")
 OTHERS = ("quality", "reliability", "features")  # written alongside; run when present
 # Benchmarks whose --model means the diffusion model under test (gpu's means the tokens/s model).
 TAKES_MODEL = set(OWN) | {"features"}
@@ -38,6 +38,7 @@ STANDARD = {
     "next_edit": ["--per-kind", "10"],
     "prose": ["--paragraphs", "10"],
     "layouts": ["--cases", "10"],
+    "healing": ["--cases", "80"],
     "reliability": ["--standard"],
 }
 

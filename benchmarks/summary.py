@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .common import RESULTS
 
-NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "layouts", "obvious", "quality",
-         "reliability")
+NAMES = ("typing", "decode", "kv_reuse", "memory", "gpu", "next_edit", "prose", "adapt", "layouts", "obvious", "healing",
+         "quality", "reliability")
 # The next-edit targets: right share per kind (renames, the rest), precision of what is shown, p50.
 NEXT_EDIT_TARGETS = {"rename": 0.5, "other": 0.3, "precision": 0.8, "p50_ms": 300.0}
 
@@ -173,6 +173,13 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
         rows.append(("obvious", f"obvious fills right, {model['model']}", f"{model['right']} of {model['of']}"
                      + (f" (not: {', '.join(wrong)})" if wrong else ""), f"{model['of']} of {model['of']}",
                      model["right"] == model["of"]))
+    if "healing" in r:
+        d = r["healing"]
+        by = {(x["kind"], x["healing"]): x for x in d["rows"]}
+        cells = ", ".join(f"{kind} {by[(kind, 'unhealed')]['edit_similarity']:.3f} → {by[(kind, 'healed')]['edit_similarity']:.3f}"
+                          for kind in sorted({k for k, _ in by}, key=lambda k: (k != "all", k)))
+        rows.append(("healing", f"edit similarity unhealed → healed, {d['cases']} held-out holes "
+                     f"({d['healable']} healable)", cells, "", None))
     for name in ("quality", "reliability"):
         if name in r:
             rows += other_rows(name, r[name])

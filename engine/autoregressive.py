@@ -42,9 +42,10 @@ def next_token_logits(model, hidden: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def ar_generate(
-    model, prompt_ids: list[int], max_new_tokens: int, stop_ids: set[int]
+    model, prompt_ids: list[int], max_new_tokens: int, stop_ids: set[int], first: torch.Tensor | None = None
 ) -> tuple[list[int], int, ArTimings]:
-    """Greedy decoding; returns (new ids without the stop token, forward passes, timings)."""
+    """Greedy decoding; returns (new ids without the stop token, forward passes, timings).
+    `first` [K], if given, holds the only tokens the first may be (a healed prompt, `healing.py`)."""
     encoder = model.model.encoder
     device = next(model.parameters()).device
     cache = DynamicCache(config=model.config.get_text_config())
@@ -53,7 +54,8 @@ def ar_generate(
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)  # [1, L]
     hidden = encoder(input_ids=ids, past_key_values=cache, use_cache=True).last_hidden_state
     passes = 1
-    token = int(next_token_logits(model, hidden).argmax(-1))
+    logits = next_token_logits(model, hidden)  # [1, V]
+    token = int(logits.argmax(-1)) if first is None else int(first[logits[0, first].argmax()])
     timings.prefill_ms = (time.perf_counter() - start) * 1000
     generated: list[int] = []
     while token not in stop_ids and len(generated) < max_new_tokens:

@@ -147,6 +147,8 @@ class SamplingOptions:
     # Whether the head writes the whole first line (at most `lead_tokens` tokens) rather than
     # exactly `lead_tokens` tokens; also from LEAD_CONFIG.
     lead_line: bool = False
+    # Whether the head may finish the prefix's last token rather than start after it (`healing.py`).
+    heal: bool = True
     extra: dict = field(default_factory=dict)
 
 

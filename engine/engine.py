@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import torch
 
 from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_line, tuned_lead_tokens,
                      tuned_renoise_below)
-from . import candidates as cands, plans
+from . import candidates as cands, healing, plans
 from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
@@ -29,53 +29,11 @@ from .proofread import Edit, proofread
 from .lexicon import load as load_lexicon
 from .precision import choose as choose_precision
 from .quantize import checkpoint_format, describe, model_bytes, model_parameters
+from .requests import FillRequest, FillResult  # re-exported: callers import them from here
 
 
 # What `_plan` returns as the holes of a pinned-suffix plan: each row's middle is its own free stretch.
 PINNED = ("pinned-suffix rows",)
-
-
-@dataclass(frozen=True)
-class FillRequest:
-    """One hole to fill (or, with `seed_text`, one span to rewrite in place)."""
-
-    prefix: str
-    suffix: str = ""
-    n: int = 1
-    chunks: tuple[str, ...] = ()
-    canvas_length: int = 0
-    max_steps: int = 0
-    entropy_bound: float = 0.0
-    max_canvases: int = 1
-    seed: int = 0
-    seed_text: str | None = None
-    # A rewrite re-noises the seed tokens the model finds unlikely (below `renoise_below`, by
-    # default the model's own tuned value), the least likely first and at most `renoise_fraction`
-    # of them; a seed the model believes stays.
-    renoise_fraction: float = 0.25
-    renoise_below: float | None = None
-    instruction: str | None = None
-    reuse_cache: bool = True
-    # Try several canvas lengths in one batch (n rows each) and rank them together.
-    lengths: tuple[int, ...] = ()
-    # A joint fill of several holes: text between holes as str, each hole as an int (its free
-    # positions); the prefix comes before the first part and the suffix after the last.
-    segments: tuple[str | int, ...] = ()
-    # Next-token-head tokens before a plain fill's canvas (`lead.py`); -1: the model's own setting.
-    lead_tokens: int = -1
-    lead_line: bool | None = None  # the head writes the first line; None: the model's own setting
-
-
-@dataclass
-class FillResult:
-    candidates: list[Candidate]
-    prompt_tokens: int
-    reused_tokens: int
-    encoded_tokens: int
-    prefill_ms: float
-    denoise_ms: float
-    canvases: int = 1
-    timings: dict = field(default_factory=dict)
 
 
 class Engine:
@@ -98,6 +56,7 @@ class Engine:
         self.parameters = model_parameters(model)
         # Counts decoder passes over the engine's life; status reports it, tests watch it stop.
         self.forward_passes = 0
+        self.healer = healing.Healer(tokenizer, self.format.stop_ids | frozenset(tokenizer.all_special_ids))
 
     @property
     def device(self) -> torch.device:
@@ -126,7 +85,8 @@ class Engine:
                        max_steps=request.max_steps or d.max_steps, entropy_bound=request.entropy_bound or d.entropy_bound,
                        renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
                        lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens,
-                       lead_line=d.lead_line if request.lead_line is None else request.lead_line)
+                       lead_line=d.lead_line if request.lead_line is None else request.lead_line,
+                       heal=d.heal if request.heal is None else request.heal)
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
         try:
@@ -178,12 +138,10 @@ class Engine:
             options = replace(options, canvas_length=plan.length)
             continuable = not (request.seed_text is not None or request.lengths or request.segments or pinned_rows)
             base, start, led = prefill.cache, prefill.prompt_tokens, Lead()
-            if self._leads(request, pinned_rows) and options.lead_tokens:
-                led = lead(self.model, self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens,
-                           options.lead_tokens, self.format.stop_ids, Lines(self.tokenizer) if options.lead_line else None)
-                if led.ids and not led.stopped:
-                    base, start = self._led_context(request, prompt, led.ids)
-                    led.passes += 1  # the pass that encoded the context's new tokens
+            led = self._lead(request, prompt, prefill, options, pinned_rows)
+            if led.ids and not led.stopped:
+                base, start = self._led_context(request, prompt, led.ids)
+                led.passes += 1  # the pass that encoded the context's new tokens
             cache = fork(base, rows)
             tokens, confidence, steps = [], [], torch.zeros(rows, dtype=torch.long)
             canvases = 0
@@ -221,18 +179,29 @@ class Engine:
             timings={"leadTokens": len(led.ids)} if led.passes or led.stopped else {},
         )
 
+    def _lead(self, request: FillRequest, prompt: list[int], prefill, options: SamplingOptions, pinned_rows) -> Lead:
+        """The head's first tokens: the first line (or `lead_tokens` tokens) of a hole that ends its
+        line; in a hole that closes inside its line, only the token that heals the prefix
+        (`healing.py`), and nothing where it cannot be healed (`lead.py` has the measurements)."""
+        if not (options.lead_tokens and self._leads(request, pinned_rows)):
+            return Lead()
+        heal = self.healer.point(prompt, self.format.specials.fim_middle) if options.heal else None
+        ends_line = not request.suffix.partition("\n")[0].strip()
+        if not ends_line and heal is None:
+            return Lead()
+        lines = Lines(self.tokenizer) if ends_line and options.lead_line else None
+        hidden, cache, start = self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens
+        if heal is not None:
+            hidden, start = healing.rewind(self.model, cache, prompt, start)
+        led = lead(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
+                   lines, None if heal is None else heal.allowed)
+        return led if heal is None else healing.trim(self.tokenizer, led, heal)
+
     def _leads(self, request: FillRequest, pinned_rows) -> bool:
         """Whether the head may write a fill's first tokens: plain infill with a FIM prompt only
         (a rewrite's seed, a joint fill's segments and a pinned suffix fix the canvas's layout), on
-        a cache that can be cut back to the prefix (`_led_context`), in a hole that ends its line.
-
-        A hole that closes inside a line must meet the text after it, which a left-to-right head
-        does not plan for: with the head leading them, random spans fell from 0.196 to 0.167 edit
-        similarity on the 400 held-out holes and from 0.142 to 0.065 on the quality benchmark's 60,
-        while holes that end their line gained (HumanEval's single lines 0.335 to 0.402).
-        """
+        a cache that can be cut back to the prefix (`_led_context`)."""
         return (request.seed_text is None and not request.segments and pinned_rows is None
-                and not request.suffix.partition("\n")[0].strip()
                 and isinstance(self.format, FimFormat) and self.prefix_cache.last_hidden is not None
                 and self.prefix_cache.croppable())
 

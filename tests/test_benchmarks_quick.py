@@ -78,6 +78,19 @@ def test_lead_quick_scores_every_lead_on_the_same_holes():
                                               for e in data["examples"])
 
 
+def test_healing_quick_scores_the_same_holes_healed_and_unhealed():
+    from benchmarks import healing
+
+    assert healing.main(["--quick", "--lead", "line"]) == 0
+    data = written("healing")
+    assert data["lead"] == "line" and data["cases"] == 4 and 0 <= data["healable"] <= 4
+    overall = {r["healing"]: r for r in data["rows"] if r["kind"] == "all"}
+    assert set(overall) == {"healed", "unhealed"} and all(r["cases"] == 4 for r in overall.values())
+    for mode in overall:
+        assert sum(r["cases"] for r in data["rows"] if r["healing"] == mode and r["kind"] != "all") == 4
+    assert all(0 <= r["edit_similarity"] <= 1 and 0 <= r["exact_match"] <= 1 for r in data["rows"])
+
+
 def test_the_lead_tuner_writes_its_choice_into_the_model_directory(tmp_path):
     import json
     import shutil

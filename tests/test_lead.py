@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import replace
 
+import pytest
 import torch
 
 from dg_engine import FillRequest
@@ -16,6 +18,13 @@ from dg_engine.kvcache import PrefixCache, fork
 
 PREFIX = "def area(width, height):\n    return "
 SUFFIX = "\n\n\nprint(area(2, 3))\n"
+
+
+@pytest.fixture(autouse=True)
+def unhealed(engine):
+    """The lead's own mechanics, compared with the plain greedy head: PREFIX ends with a space,
+    which the engine would otherwise heal (`healing.py`, tested in test_healing.py)."""
+    engine.defaults = replace(engine.defaults, heal=False)
 
 
 def head_tokens(engine, count: int) -> list[int]:
@@ -79,9 +88,9 @@ def test_a_head_that_ends_the_middle_needs_no_canvas(engine, monkeypatch):
     first = head_tokens(engine, 2)
     original = module.lead
 
-    def stops_after_one(model, hidden, cache, start, count, stop_ids, lines=None):
+    def stops_after_one(model, hidden, cache, start, count, stop_ids, lines=None, first_ids=None):
         # The head's second token counts as the end of the middle.
-        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, lines)
+        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, lines, first_ids)
 
     monkeypatch.setattr(module, "lead", stops_after_one)
     calls = []

@@ -38,8 +38,9 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, a.strip(), b.strip(), autojunk=False).ratio()
 
 
-def measure(engine, cases, leads=LEADS, examples: int = 8) -> dict:
-    """Every lead on the same holes: exact match, edit similarity, passes, overall and per kind."""
+def measure(engine, cases, leads=LEADS, examples: int = 8, heal: bool | None = None) -> dict:
+    """Every lead on the same holes: exact match, edit similarity, passes, overall and per kind.
+    `heal`: whether the head may finish the prefix's last token (None: the engine's default)."""
     from ..engine import FillRequest
 
     totals = collections.defaultdict(lambda: {"cases": 0, "exact": 0, "similarity": 0.0, "steps": 0})
@@ -49,7 +50,7 @@ def measure(engine, cases, leads=LEADS, examples: int = 8) -> dict:
         for k in leads:
             count, line = parse_lead(k)
             best = engine.fill(FillRequest(case.prefix, case.suffix, seed=i, reuse_cache=False,
-                                           lead_tokens=count, lead_line=line)).candidates[0]
+                                           lead_tokens=count, lead_line=line, heal=heal)).candidates[0]
             fills[k] = best.text
             for key in ((k, "all"), (k, case.kind)):
                 t = totals[key]
