@@ -11,7 +11,8 @@ is taken back.
 Healing takes the prefix's last token out of the prompt and lets the head's first token be any
 token whose text starts with it; the fill is what follows the taken-back text. A line break and the
 indentation after one are left alone: they are what the next line must start with, and a deeper
-indentation token would also "start with" them. On the 400 held-out holes the line-led fills
+indentation token would also "start with" them: healing those too took 66 held-out whole lines
+(seed 1) from 0.262 to 0.177 edit similarity, and healing only a bare line break left them at 0.259. On the 400 held-out holes the line-led fills
 rose from 0.222 to 0.245 edit similarity with it (`benchmarks/healing.py`).
 """
 
