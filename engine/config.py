@@ -149,6 +149,9 @@ class SamplingOptions:
     lead_line: bool = False
     # Whether the head may finish the prefix's last token rather than start after it (`healing.py`).
     heal: bool = True
+    # A line lead ends the middle once the head gives its stop tokens more than this probability,
+    # not only when one of them is its likeliest token; 1.0: only then. Also from LEAD_CONFIG.
+    lead_stop: float = 1.0
     extra: dict = field(default_factory=dict)
 
 
@@ -215,6 +218,18 @@ def tuned_lead_line(model_dir: Path) -> bool:
         log.warning("%s: lead_line must be true or false, not %r; it is ignored", path, value)
         return False
     return value
+
+
+def tuned_lead_stop(model_dir: Path) -> float:
+    """The stop probability above which the model's line lead ends the middle (`lead.py`)."""
+    path = Path(model_dir) / LEAD_CONFIG
+    try:
+        if not path.is_file() or "lead_stop" not in json.loads(path.read_text()):
+            return SamplingOptions.lead_stop
+    except (OSError, ValueError, TypeError):
+        return SamplingOptions.lead_stop  # an unreadable file: `tuned_lead_tokens` says so
+    return float(_tuned(model_dir, LEAD_CONFIG, "lead_stop", lambda v: isinstance(v, (int, float)) and 0 < v <= 1,
+                        "a number above 0 and at most 1", SamplingOptions.lead_stop))
 
 
 def tuned_lead_tokens(model_dir: Path) -> int:

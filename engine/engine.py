@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import torch
 
-from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_line, tuned_lead_tokens,
+from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_line, tuned_lead_stop, tuned_lead_tokens,
                      tuned_renoise_below)
 from . import candidates as cands, healing, plans
 from .candidates import Candidate
@@ -86,6 +86,7 @@ class Engine:
                        renoise_below=d.renoise_below if request.renoise_below is None else request.renoise_below,
                        lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens,
                        lead_line=d.lead_line if request.lead_line is None else request.lead_line,
+                       lead_stop=d.lead_stop if request.lead_stop is None else request.lead_stop,
                        heal=d.heal if request.heal is None else request.heal)
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
@@ -194,7 +195,7 @@ class Engine:
         if heal is not None:
             hidden, start = healing.rewind(self.model, cache, prompt, start)
         led = lead(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
-                   lines, None if heal is None else heal.allowed)
+                   lines, None if heal is None else heal.allowed, options.lead_stop)
         return led if heal is None else healing.trim(self.tokenizer, led, heal)
 
     def _leads(self, request: FillRequest, pinned_rows) -> bool:
@@ -361,7 +362,8 @@ def load_engine(config: EngineConfig) -> Engine:
     engine = Engine(model, tokenizer, requested, source=config.model if config.model != "embedded" else "embedded",
                     quantization=describe(fmt, where.quantization, where.dtype))
     engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
-                              lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path))
+                              lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path),
+                              lead_stop=tuned_lead_stop(path))
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine

@@ -66,7 +66,7 @@ class Lines:
 
 @torch.inference_mode()
 def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids, lines: Lines | None = None,
-         first: torch.Tensor | None = None) -> Lead:
+         first: torch.Tensor | None = None, stop_above: float = 1.0) -> Lead:
     """Up to `count` greedy head tokens after the prompt whose last hidden state is `hidden` [1, 1, H].
 
     `cache` (one row, the prompt's `start` tokens) takes each token that another is predicted
@@ -74,16 +74,19 @@ def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids, l
     With `lines`, the head writes the fill's first line and the blank lines after it, then stops at
     the first token of the next line of text, which is the canvas's to write; a middle the head
     ends there needs no canvas. `first` [K], if given, holds the only tokens the first may be
-    (`healing.py`).
+    (`healing.py`). With `lines`, the middle also ends after a token once the stop tokens together
+    have more than `stop_above` of the head's probability: a small model rarely ranks the end of a
+    middle first, and when it does not, the canvas writes on past a line that was complete.
     """
     out, line_done = Lead(), False
+    stops = torch.tensor(sorted(stop_ids), device=hidden.device)
     for _ in range(count):
         probs = torch.softmax(next_token_logits(model, hidden), -1)[0]  # [V]
         if first is not None and not out.ids:
             token = int(first[probs[first].argmax()])
         else:
             token = int(probs.argmax())
-        if token in stop_ids:
+        if token in stop_ids or (lines is not None and out.ids and float(probs[stops].sum()) > stop_above):
             out.stopped = True
             break
         if line_done and (len(out.ids) == count or not lines.blank(token)):

@@ -40,6 +40,7 @@ class FillRequest:
     # Next-token-head tokens before a plain fill's canvas (`lead.py`); -1: the model's own setting.
     lead_tokens: int = -1
     lead_line: bool | None = None  # the head writes the first line; None: the model's own setting
+    lead_stop: float | None = None  # the line lead's stop probability (`lead.py`); None: the model's
     heal: bool | None = None  # the head may finish the prefix's last token (`healing.py`); None: on
 
 

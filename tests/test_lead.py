@@ -88,9 +88,9 @@ def test_a_head_that_ends_the_middle_needs_no_canvas(engine, monkeypatch):
     first = head_tokens(engine, 2)
     original = module.lead
 
-    def stops_after_one(model, hidden, cache, start, count, stop_ids, lines=None, first_ids=None):
+    def stops_after_one(model, hidden, cache, start, count, stop_ids, lines=None, first_ids=None, stop_above=1.0):
         # The head's second token counts as the end of the middle.
-        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, lines, first_ids)
+        return original(model, hidden, cache, start, count, set(stop_ids) | {first[1]}, lines, first_ids, stop_above)
 
     monkeypatch.setattr(module, "lead", stops_after_one)
     calls = []
@@ -248,3 +248,30 @@ def test_a_model_directory_asks_for_a_line_lead_and_a_bad_value_is_ignored(tiny_
     with caplog.at_level(logging.WARNING):
         assert tuned_lead_line(model) is False
     assert "lead_line" in caplog.text
+
+
+def test_a_line_lead_ends_the_middle_once_its_stop_tokens_pass_the_threshold(engine):
+    # Any stop probability at all passes a threshold of almost nothing: one head token, no canvas.
+    ends = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True, lead_stop=1e-12))
+    (cand,) = ends.candidates
+    assert cand.lead == 1 and cand.finished and ends.canvases == 0
+    assert cand.token_ids == head_tokens(engine, 1)
+    # At 1.0 only a stop token ranked first ends it, as without the setting.
+    plain = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True))
+    assert engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True, lead_stop=1.0)
+                       ).candidates[0].token_ids == plain.candidates[0].token_ids
+    assert plain.candidates[0].lead > 1
+
+
+def test_a_model_directory_sets_its_lead_stop_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog):
+    from dg_engine.config import tuned_lead_stop
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_dir, model)
+    assert tuned_lead_stop(model) == 1.0
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_line": True, "lead_stop": 0.05}))
+    assert tuned_lead_stop(model) == 0.05
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_stop": 2}))
+    with caplog.at_level(logging.WARNING):
+        assert tuned_lead_stop(model) == 1.0
+    assert "lead_stop" in caplog.text
