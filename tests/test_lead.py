@@ -275,3 +275,15 @@ def test_a_model_directory_sets_its_lead_stop_and_a_bad_value_is_ignored(tiny_di
     with caplog.at_level(logging.WARNING):
         assert tuned_lead_stop(model) == 1.0
     assert "lead_stop" in caplog.text
+
+
+def test_the_lead_tuner_keeps_the_models_stop_threshold(tiny_dir, tmp_path):
+    from dg_engine.config import tuned_lead_stop
+    from dg_engine.train import tune_lead
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_dir, model)
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 4, "lead_stop": 0.2}))
+    assert tune_lead.main(["--model", str(model), "--cases", "2", "--leads", "line", "--write"]) == 0
+    assert json.loads((model / LEAD_CONFIG).read_text()) == {"lead_tokens": 32, "lead_line": True, "lead_stop": 0.2}
+    assert tuned_lead_stop(model) == 0.2

@@ -115,8 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps({**result, "best": best}, indent=2) + "\n")
     if args.write:
+        from ..config import tuned_lead_stop
+
         path = resolve_source(args.model) / LEAD_CONFIG
-        path.write_text(json.dumps(lead_config(best), indent=2) + "\n")
+        # The stop threshold was chosen apart (`lead.py`); a new lead keeps it.
+        kept = {"lead_stop": tuned_lead_stop(path.parent)} if tuned_lead_stop(path.parent) < 1.0 else {}
+        path.write_text(json.dumps({**lead_config(best), **kept}, indent=2) + "\n")
         print(f"wrote {path}")
     return 0
 
