@@ -39,7 +39,7 @@ def measure(model: str, cases: int, lead: str | None = None) -> dict:
             "seconds": {name: run["seconds"] for name, run in runs.items()}}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="a model directory or 'embedded'")
     p.add_argument("--cases", type=int, default=400)
@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         from dg_engine.train.tune_lead import parse_leads
 
         parse_leads(args.lead, p)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     model = resolve_model(args.model, args.quick)
     # The tiny random model has no lead of its own; a quick run leads with the line so healing runs.
     lead = args.lead or ("line" if args.quick else None)
