@@ -143,6 +143,21 @@ def test_mixed_batches_are_reproducible_and_mostly_loss_tokens(setup):
     model.zero_grad(set_to_none=True)
 
 
+def test_the_trainers_aux_weight_sets_the_next_token_losss_share(setup):
+    from dg_engine.train.loop import TrainConfig, step_loss
+
+    src, fmt, model = setup
+    code = np.random.default_rng(1).integers(8, 400, 3000).astype(np.uint16)
+    source = BlockSource(src, code, None, MixConfig(seq_len=64, block_sizes=(16,), block_weights=(1.0,)))
+    with torch.no_grad():
+        plain, _, _ = step_loss(model, source, TrainConfig(out="unused", batch_size=2), 3, 0, "cpu")
+        heavy, _, _ = step_loss(model, source, TrainConfig(out="unused", batch_size=2, aux_weight=2.0), 3, 0, "cpu")
+    # The same batch and noise: only the next-token loss's weight differs.
+    torch.testing.assert_close(heavy.main, plain.main)
+    torch.testing.assert_close(plain.total, plain.main + 0.5 * plain.aux)
+    torch.testing.assert_close(heavy.total, heavy.main + 2.0 * heavy.aux)
+
+
 def test_padding_is_never_trained(setup):
     src, fmt, _ = setup
     s = fmt.specials

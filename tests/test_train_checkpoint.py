@@ -105,6 +105,10 @@ def test_training_options_from_the_command_line():
     assert (parse_args(["--out", "x"]).canvas_draws, parse_args(["--out", "x"]).bf16) == (1, False)
     with pytest.raises(SystemExit):
         parse_args(["--out", "x", "--canvas-draws", "0"])
+    assert parse_args(["--out", "x"]).aux_weight == 0.5
+    assert parse_args(["--out", "x", "--aux-weight", "1.5"]).aux_weight == 1.5
+    with pytest.raises(SystemExit):
+        parse_args(["--out", "x", "--aux-weight", "-1"])
 
 
 def test_corpus_root_must_be_a_311_library(tmp_path, capsys):

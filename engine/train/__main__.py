@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .corpus import HELD_OUT
 from .loop import UNBOUNDED_STEPS, TrainConfig
+from .objective import ObjectiveConfig
 from .model import SIZES
 from .parallel import launch
 from .resume import AR_STATE_DIR, STATE_DIR, last_value, read_state
@@ -61,6 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="diffusion-loss weight of a FIM middle's tokens (code tokens weigh 1)")
     p.add_argument("--edit-share", type=float, default=MixConfig.edit_share,
                    help="share of rows that are edit traces (next-edit suggestions)")
+    p.add_argument("--aux-weight", type=float, default=ObjectiveConfig.aux_weight,
+                   help="weight of the next-token loss beside the diffusion loss (the head that leads a fill)")
     p.add_argument("--max-prompt-tokens", type=int, default=768)
     p.add_argument("--canvas-draws", type=int, default=1,
                    help="noisy copies of each canvas per prompt, at stratified noise levels (canvas layout)")
@@ -93,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not 0.0 < args.decay_share <= 1.0:
         p.error("--decay-share must be above 0 and at most 1")
+    if args.aux_weight < 0:
+        p.error("--aux-weight must be at least 0")
     if args.canvas_draws < 1:
         p.error("--canvas-draws must be at least 1")
     if not 0.0 <= args.rename_prob <= 1.0:

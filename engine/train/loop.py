@@ -71,6 +71,7 @@ class TrainConfig:
     log_every: int = 10
     grad_clip: float = 1.0
     canvas_draws: int = 1
+    aux_weight: float = ObjectiveConfig.aux_weight  # the next-token loss's weight (`objective.py`)
     bf16: bool = False
     layout: str = "blocks"
     dtype: str = "fp32"
@@ -108,7 +109,8 @@ def step_loss(model, source, cfg: TrainConfig, step: int, seed: int, device,
         if cfg.objective == "ar":
             return block_ar_loss(model, batch), batch.num_tokens, 0
         generator = torch.Generator().manual_seed(ranks.noise_seed(seed * 7_919 + step))
-        return block_diffusion_loss(model, batch, generator), batch.num_tokens, batch.loss_tokens
+        objective = ObjectiveConfig(aux_weight=cfg.aux_weight)
+        return block_diffusion_loss(model, batch, generator, objective), batch.num_tokens, batch.loss_tokens
     fmt: FimFormat = source.fmt
     examples = source.batch_examples(seed, step, cfg.batch_size)
     pad, end = fmt.specials.pad, fmt.specials.end_of_middle
@@ -118,7 +120,7 @@ def step_loss(model, source, cfg: TrainConfig, step: int, seed: int, device,
         return ar_loss(model, batch, middle.to(device)), int(batch.attention_mask.sum()), 0
     batch = collate(examples, pad).to(device)
     generator = torch.Generator().manual_seed(seed * 7_919 + step)
-    parts = diffusion_loss(model, batch, end, generator, ObjectiveConfig(canvas_draws=draws))
+    parts = diffusion_loss(model, batch, end, generator, ObjectiveConfig(canvas_draws=draws, aux_weight=cfg.aux_weight))
     return parts, batch.num_tokens + (draws - 1) * batch.canvas.numel(), batch.canvas.numel() * draws
 
 

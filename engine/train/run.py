@@ -129,6 +129,7 @@ def run_piece(args, ranks: Ranks = Ranks()) -> dict:
         out=args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
         seed=args.seed, objective=args.objective, size=args.size, time_limit_min=args.time_limit,
         save_every=args.save_every, val_every=args.val_every, canvas_draws=args.canvas_draws,
+        aux_weight=args.aux_weight,
         layout=args.layout, dtype=dtype, schedule=args.schedule, piece_minutes=args.minutes, decay_share=args.decay_share,
         max_tokens=args.max_tokens,
     )
