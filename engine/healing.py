@@ -49,7 +49,7 @@ class Healer:
         # A byte-level token that splits a character decodes to U+FFFD: no text to start with.
         if not text or "\n" in text or "\ufffd" in text:
             return None
-        if not text.strip() and self.tokenizer.decode([prompt[-3]]).endswith("\n"):
+        if not text.strip() and self._indents(prompt[:-2]):
             return None  # indentation on a token of its own, after the line break's
 
         allowed = self._allowed.get(text)
@@ -57,6 +57,17 @@ class Healer:
             allowed = torch.tensor([t for t, s in enumerate(self.texts) if s.startswith(text) and t not in self.specials])
             self._allowed[text] = allowed
         return Heal(text, allowed)
+
+    def _indents(self, before: list[int], longest: int = 32) -> bool:
+        """Whether `before` ends with a line break and nothing but whitespace after it. A vocabulary
+        of SentencePiece pieces writes indentation as several space tokens, not one with the break."""
+        for token in reversed(before[-longest:]):
+            text = self.tokenizer.decode([token])
+            if text.strip():
+                return False
+            if "\n" in text:
+                return True
+        return False
 
     @property
     def texts(self) -> list[str]:

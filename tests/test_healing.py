@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dg_engine import FillRequest
 from dg_engine.autoregressive import ar_generate, next_token_logits
+from dg_engine.healing import Healer, trim
+from dg_engine.lead import Lead
 from dg_engine.prompt import encode
 
 PREFIX = "def area(width, height):\n    return "
@@ -102,3 +105,48 @@ def test_the_autoregressive_baseline_takes_the_same_first_token_constraint(engin
     # The rest is greedy after it, as an unconstrained run from the same start would be.
     after, _, _ = ar_generate(engine.model, prompt + bound[:1], 2, stops)
     assert bound[1:] == after
+
+
+@pytest.fixture(scope="module")
+def pieces():
+    """A vocabulary built the way SentencePiece builds Gemma's: spaces are `▁`, a piece starts at
+    one, and a lone space is a piece of its own, so indentation is a run of space tokens."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token=None))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split("\u2581", "merged_with_next")
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    text = ["def area(width, height):\n    result = width * height\n    return result\n"] * 50
+    text += ["self.value = value\nreturn self.values\n"] * 30
+    alphabet = list("\u2581abcdefghijklmnopqrstuvwxyz():=*.,\n")
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=120, special_tokens=["<pad>", "<fim_middle>"],
+                                                      initial_alphabet=alphabet))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", additional_special_tokens=["<fim_middle>"])
+    return fast, Healer(fast, frozenset(fast.all_special_ids)), fast.convert_tokens_to_ids("<fim_middle>")
+
+
+def test_healing_on_a_sentencepiece_vocabulary(pieces):
+    tokenizer, healer, fim_middle = pieces
+
+    def prompt(prefix: str) -> list[int]:
+        return tokenizer(prefix, add_special_tokens=False)["input_ids"] + [fim_middle]
+
+    # The cursor after `return `: the lone space is taken back; ` result` may follow.
+    heal = healer.point(prompt("def f():\n    return "), fim_middle)
+    assert heal is not None and heal.text == " "
+    allowed = {tokenizer.decode([t]) for t in heal.allowed.tolist()}
+    assert " result" in allowed and "result" not in allowed and all(t.startswith(" ") for t in allowed)
+    # Inside a word: the fragment is taken back and the fill is the rest of the word.
+    heal = healer.point(prompt("self.val"), fim_middle)
+    assert heal is not None and heal.text == "val"
+    value = tokenizer.convert_tokens_to_ids("value")
+    assert value in heal.allowed.tolist()
+    trimmed = trim(tokenizer, Lead(ids=[value], confidences=[0.5]), heal)
+    assert tokenizer.decode(trimmed.ids) == "ue"
+    # Indentation written as several space tokens after the line break is left alone, as a break
+    # with its indentation in one token is.
+    indented = prompt("def f():\n    ")
+    assert [tokenizer.decode([t]) for t in indented[-3:-1]] == [" ", " "]
+    assert healer.point(indented, fim_middle) is None
