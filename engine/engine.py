@@ -364,6 +364,8 @@ def load_engine(config: EngineConfig) -> Engine:
     engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
                               lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path),
                               lead_stop=tuned_lead_stop(path))
+    if engine.defaults.lead_tokens and engine.defaults.heal:
+        engine.healer.warm()
     engine.adapter = adapter
     engine.precision = precision.describe() if precision else ""
     return engine

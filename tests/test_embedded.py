@@ -25,6 +25,8 @@ def test_the_shipped_model_is_a_small_standard_directory(embedded):
     assert (Path(EMBEDDED_DIR) / "model.safetensors").stat().st_size <= 40 * 2**20
     info = embedded.info()
     assert info["format"] == "fim" and info["model"] == "embedded"
+    # The model heals prompts, so the vocabulary's texts were decoded at load, not on a first fill.
+    assert embedded.defaults.lead_tokens and embedded.healer._texts is not None
 
 
 def test_the_shipped_model_fills_through_the_server_pipeline(embedded):
