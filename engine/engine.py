@@ -22,7 +22,7 @@ from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCall
 from .adapt.adapter import AdapterError
 from .errors import Cancelled, OutOfMemoryError
 from .kvcache import PrefixCache, common_prefix_length, fork
-from .lead import Lead, Lines, extend, lead, led_steps
+from .lead import Lead, Lines, extend, lead, led_steps, stop_threshold
 from .loader import check_directory, load_model, placement, resolve_source
 from .prompt import FimFormat, PinnedFormat, choose_format, encode
 from .proofread import Edit, proofread
@@ -195,7 +195,7 @@ class Engine:
         if heal is not None:
             hidden, start = healing.rewind(self.model, cache, prompt, start)
         led = lead(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
-                   lines, None if heal is None else heal.allowed, options.lead_stop)
+                   lines, None if heal is None else heal.allowed, stop_threshold(request, options.lead_stop))
         return led if heal is None else healing.trim(self.tokenizer, led, heal)
 
     def _leads(self, request: FillRequest, pinned_rows) -> bool:

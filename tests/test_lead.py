@@ -263,6 +263,31 @@ def test_a_line_lead_ends_the_middle_once_its_stop_tokens_pass_the_threshold(eng
     assert plain.candidates[0].lead > 1
 
 
+def test_a_block_on_a_fresh_line_ends_only_where_a_stop_token_ranks_first(engine):
+    # The cursor at a line's indentation, several canvases allowed (a code action's block): the
+    # threshold would decide how many lines the fill has, so the head writes on as at 1.
+    fresh = "def area(width, height):\n    "
+
+    def head(lead_stop: float, canvases: int):
+        return engine.fill(FillRequest(fresh, SUFFIX, seed=2, lead_tokens=6, lead_line=True, lead_stop=lead_stop,
+                                       max_canvases=canvases)).candidates[0]
+
+    block, plain = head(1e-12, 4), head(1.0, 4)
+    assert block.token_ids == plain.token_ids and plain.lead > 1
+    # An inline fill (one canvas) on the same line ends where the threshold says.
+    inline = head(1e-12, 1)
+    assert inline.lead == 1 and inline.finished
+
+
+def test_the_stop_threshold_of_each_kind_of_fill():
+    from dg_engine.lead import stop_threshold
+
+    assert stop_threshold(FillRequest("x = 1\n    return ", "\n", max_canvases=4), 0.1) == 0.1
+    assert stop_threshold(FillRequest("x = 1\n    ", "\n", max_canvases=4), 0.1) == 1.0
+    assert stop_threshold(FillRequest("", "\n", max_canvases=4), 0.1) == 1.0
+    assert stop_threshold(FillRequest("x = 1\n    ", "\n"), 0.1) == 0.1
+
+
 def test_a_model_directory_sets_its_lead_stop_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog):
     from dg_engine.config import tuned_lead_stop
 
