@@ -62,7 +62,7 @@ class Healer:
         """Whether `before` ends with a line break and nothing but whitespace after it. A vocabulary
         of SentencePiece pieces writes indentation as several space tokens, not one with the break."""
         for token in reversed(before[-longest:]):
-            text = self.tokenizer.decode([token])
+            text = self.texts[token]
             if text.strip():
                 return False
             if "\n" in text:
