@@ -260,3 +260,33 @@ def test_a_baseline_that_has_its_budget_says_so_and_trains_nothing(tmp_path, cap
     monkeypatch.setattr(cli, "main", lambda argv: (_ for _ in ()).throw(AssertionError("trained")))
     cli.baseline_run(["--minutes", "1", "--state", str(state), "--tokens", "4000"])
     assert "already has its budget (5,000 of 4,000 tokens)" in capsys.readouterr().out
+
+
+def test_a_pieces_anneal_is_a_branch_the_run_does_not_continue_from(setup, tmp_path):
+    """The trunk (the checkpoint where the anneal began) is what the run resumes from; the annealed
+    weights go only to the export. decay_share=1 puts the branch point after the first step."""
+    from dg_engine.train.checkpoint import latest_checkpoint, load_export
+
+    tok, src = setup
+    options = dict(layout="blocks", schedule="piece", piece_minutes=60, decay_share=1.0)
+    _, state = _run(tok, src, tmp_path / "run", steps=4, export=tmp_path / "model", **options)
+    assert state["step"] == 4
+    trunk = latest_checkpoint(tmp_path / "run")
+    assert trunk.name == "step_0000001" and json.loads((trunk / "state.json").read_text())["step"] == 1
+    exported, _ = load_export(tmp_path / "model")
+    stored = load_file(str(trunk / "weights.safetensors"))
+    name = next(n for n, _ in exported.named_parameters() if n in stored)
+    assert not torch.equal(dict(exported.named_parameters())[name].detach(), stored[name])
+    # The next piece goes on from the trunk: its first logged step is the trunk's next one.
+    _run(tok, src, tmp_path / "run", steps=5, **options)
+    rows = (tmp_path / "run" / "log.csv").read_text().splitlines()
+    steps = [int(r.split(",")[0]) for r in rows[1:]]
+    assert steps[:4] == [1, 2, 3, 4] and steps[4] == 2
+
+
+def test_a_run_to_a_token_budget_keeps_no_trunk():
+    from dg_engine.train.loop import keeps_trunk
+
+    assert keeps_trunk(TrainConfig(out="x", schedule="piece", piece_minutes=10))
+    assert not keeps_trunk(TrainConfig(out="x", schedule="piece", piece_minutes=10, max_tokens=1000))
+    assert not keeps_trunk(TrainConfig(out="x", schedule="cosine", piece_minutes=10))

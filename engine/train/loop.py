@@ -7,6 +7,13 @@ size, the noise and the self-conditioning coins, so a resumed run sees the batch
 uninterrupted one would have. With the `piece` schedule the learning rate follows the time left in
 this invocation (warm up, hold, anneal before the time limit), so a run cut into pieces of a few
 hours ends every piece with annealed weights worth exporting.
+
+The anneal of a piece is a branch, not the run's own path (`keeps_trunk`): the checkpoint taken
+where the anneal begins (the trunk, still at the peak learning rate) is the one the run continues
+from, while the annealed weights go only to the export. Continuing from annealed weights would
+warm back up to the peak first and give most of each piece's anneal back; from the trunk, pieces
+add up as one run at a constant learning rate would, and every piece still ends with an annealed
+model to score (warmup-stable-decay with the decay branched off).
 """
 
 from __future__ import annotations
@@ -98,6 +105,12 @@ def lr_at(step: int, cfg: TrainConfig, first_step: int = 0, time_share: float = 
         return cfg.lr * (step + 1) / cfg.warmup
     progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def keeps_trunk(cfg: TrainConfig) -> bool:
+    """Whether this run's anneal is a branch off the trunk it continues from: pieces bounded by
+    their minutes. A run to a token budget (the AR baseline) anneals once, at its end, as a whole."""
+    return cfg.schedule == "piece" and cfg.piece_minutes is not None and cfg.max_tokens is None
 
 
 def step_loss(model, source, cfg: TrainConfig, step: int, seed: int, device,
@@ -267,7 +280,8 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
     asked after every step; when it says so, a checkpoint is saved and the run ends as if out of
     time. `on_step(state, loss)` is told about every step (a progress report). With several
     `ranks` (`parallel.py`) every rank runs this loop on its share of each batch; only rank 0
-    writes the log, checkpoints and export, and validates."""
+    writes the log, checkpoints and export, and validates. A piece's anneal writes no checkpoint
+    (`keeps_trunk`): a run stopped during it, or continued after it, goes on from the trunk."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.to(device).train()
@@ -297,10 +311,17 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
     # Seconds into this piece by rank 0's clock, which sets every rank's learning rate alike.
     piece_s = 0.0
     trim_heap = HeapTrimmer()
+    # Once the anneal begins this piece is on its branch: the trunk's checkpoint is the last one written.
+    branched = False
     try:
         while state["step"] < cfg.steps and state.get("tokens", 0) < (cfg.max_tokens or float("inf")):
             step = state["step"]
-            lr = lr_at(step, cfg, first_step, piece_share(cfg, piece_s, state.get("tokens", 0), first_tokens))
+            share = piece_share(cfg, piece_s, state.get("tokens", 0), first_tokens)
+            if not branched and keeps_trunk(cfg) and share > 1 - cfg.decay_share:
+                branched = True
+                if ranks.main:
+                    save_checkpoint(out, model, optimizer, state)
+            lr = lr_at(step, cfg, first_step, share)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast(cfg, device):
@@ -340,7 +361,7 @@ def train(model, tokenizer, train_source, val_source: ExampleSource | None, cfg:
                                  f"{lr:.6g}", val_loss, "bf16" if cfg.bf16 or cfg.dtype == "bf16" else "fp32"])
                 log_file.flush()
                 tokens_window, loss_window, window_start = 0, 0, time.time()
-            if ranks.main and (state["step"] % cfg.save_every == 0 or done or out_of_time):
+            if ranks.main and not branched and (state["step"] % cfg.save_every == 0 or done or out_of_time):
                 save_checkpoint(out, model, optimizer, state)
             if out_of_time:
                 break

@@ -157,10 +157,14 @@ def run_piece(args, ranks: Ranks = Ranks()) -> dict:
                       start=start, should_stop=any_of(stop, memory), ranks=ranks)
     if not ranks.main:
         return state
+    saved = None
     if args.save_state:
-        save_resume(Path(args.out), Path(args.save_state), [a for a in args.argv if a != "--no-progress"])
+        saved = save_resume(Path(args.out), Path(args.save_state), [a for a in args.argv if a != "--no-progress"])
     how = (" (stopped by a signal: `continue` goes on from here)" if stop.requested else
            " (stopped short of memory: `continue` goes on from here)" if memory.requested else "")
     print(f"stopped at step {state['step']} after {state['elapsed_s']:.0f} s{how}", flush=True)
+    if saved is not None and saved["step"] != state["step"]:
+        print(f"the resume state is the trunk at step {saved['step']}, where this piece's anneal began; "
+              "the annealed weights are the export's", flush=True)
     return state
 
