@@ -152,6 +152,8 @@ class SamplingOptions:
     # A line lead ends the middle once the head gives its stop tokens more than this probability,
     # not only when one of them is its likeliest token; 1.0: only then. Also from LEAD_CONFIG.
     lead_stop: float = 1.0
+    # Hypotheses a line lead keeps (`beam.py`); 1: the greedy head. Also from LEAD_CONFIG.
+    lead_beam: int = 1
     extra: dict = field(default_factory=dict)
 
 
@@ -220,16 +222,28 @@ def tuned_lead_line(model_dir: Path) -> bool:
     return value
 
 
-def tuned_lead_stop(model_dir: Path) -> float:
-    """The stop probability above which the model's line lead ends the middle (`lead.py`)."""
+def _optional_lead(model_dir: Path, key: str, valid, meaning: str, default):
+    """`key` of LEAD_CONFIG, or `default` without a message where the file or the key is absent."""
     path = Path(model_dir) / LEAD_CONFIG
     try:
-        if not path.is_file() or "lead_stop" not in json.loads(path.read_text()):
-            return SamplingOptions.lead_stop
+        if not path.is_file() or key not in json.loads(path.read_text()):
+            return default
     except (OSError, ValueError, TypeError):
-        return SamplingOptions.lead_stop  # an unreadable file: `tuned_lead_tokens` says so
-    return float(_tuned(model_dir, LEAD_CONFIG, "lead_stop", lambda v: isinstance(v, (int, float)) and 0 < v <= 1,
-                        "a number above 0 and at most 1", SamplingOptions.lead_stop))
+        return default  # an unreadable file: `tuned_lead_tokens` says so
+    return _tuned(model_dir, LEAD_CONFIG, key, valid, meaning, default)
+
+
+def tuned_lead_stop(model_dir: Path) -> float:
+    """The stop probability above which the model's line lead ends the middle (`lead.py`)."""
+    return float(_optional_lead(model_dir, "lead_stop", lambda v: isinstance(v, (int, float)) and 0 < v <= 1,
+                                "a number above 0 and at most 1", SamplingOptions.lead_stop))
+
+
+def tuned_lead_beam(model_dir: Path) -> int:
+    """How many first lines the model's line lead weighs (`beam.py`); 1, the greedy head, unless
+    the model directory's LEAD_CONFIG says `"lead_beam": N`."""
+    return _optional_lead(model_dir, "lead_beam", lambda v: isinstance(v, int) and 1 <= v <= 16,
+                          "a whole number from 1 to 16", SamplingOptions.lead_beam)
 
 
 def tuned_lead_tokens(model_dir: Path) -> int:

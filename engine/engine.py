@@ -9,17 +9,19 @@ engine is not thread-safe on purpose: the server runs it on a single compute wor
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from dataclasses import replace
+from functools import partial
+from pathlib import Path
 
 import torch
 
-from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_line, tuned_lead_stop, tuned_lead_tokens,
-                     tuned_renoise_below)
+from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_beam, tuned_lead_line, tuned_lead_stop,
+                     tuned_lead_tokens, tuned_renoise_below)
 from . import candidates as cands, healing, plans
 from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
 from .adapt.adapter import AdapterError
+from .beam import beam_lead
 from .errors import Cancelled, OutOfMemoryError
 from .kvcache import PrefixCache, common_prefix_length, fork
 from .lead import Lead, Lines, extend, lead, led_steps, stop_threshold
@@ -87,6 +89,7 @@ class Engine:
                        lead_tokens=d.lead_tokens if request.lead_tokens < 0 else request.lead_tokens,
                        lead_line=d.lead_line if request.lead_line is None else request.lead_line,
                        lead_stop=d.lead_stop if request.lead_stop is None else request.lead_stop,
+                       lead_beam=d.lead_beam if request.lead_beam is None else max(1, request.lead_beam),
                        heal=d.heal if request.heal is None else request.heal)
 
     def fill(self, request: FillRequest, cancel: CancelToken | None = None, on_step: StepCallback | None = None) -> FillResult:
@@ -194,8 +197,9 @@ class Engine:
         hidden, cache, start = self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens
         if heal is not None:
             hidden, start = healing.rewind(self.model, cache, prompt, start)
-        led = lead(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
-                   lines, None if heal is None else heal.allowed, stop_threshold(request, options.lead_stop))
+        decode = lead if lines is None or options.lead_beam <= 1 else partial(beam_lead, width=options.lead_beam)
+        led = decode(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
+                     lines, None if heal is None else heal.allowed, stop_threshold(request, options.lead_stop))
         return led if heal is None else healing.trim(self.tokenizer, led, heal)
 
     def _leads(self, request: FillRequest, pinned_rows) -> bool:
@@ -363,7 +367,7 @@ def load_engine(config: EngineConfig) -> Engine:
                     quantization=describe(fmt, where.quantization, where.dtype))
     engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
                               lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path),
-                              lead_stop=tuned_lead_stop(path))
+                              lead_stop=tuned_lead_stop(path), lead_beam=tuned_lead_beam(path))
     if engine.defaults.lead_tokens and engine.defaults.heal:
         engine.healer.warm()
     engine.adapter = adapter

@@ -21,7 +21,7 @@ A model directory opts in with `lead_config.json` (`{"lead_tokens": 4}`, or `{"l
 "lead_line": true}` for a head that writes the whole first line), written by the tuning that
 measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so the
 default is no lead. The head's tokens are greedy, each one a single-token encoder pass after
-the prompt; the canvas is then decoded against the prompt whose prefix ends with their text, so
+the prompt (or, with `"lead_beam": N`, the first line is the best of N hypotheses: `beam.py`); the canvas is then decoded against the prompt whose prefix ends with their text, so
 it starts right after `<fim_middle>` as every middle's first block did in training.
 """
 
@@ -70,7 +70,7 @@ class Lines:
 
 @torch.inference_mode()
 def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids, lines: Lines | None = None,
-         first: torch.Tensor | None = None, stop_above: float = 1.0) -> Lead:
+         first: torch.Tensor | None = None, stop_above: float = 1.0, prior: Lead | None = None) -> Lead:
     """Up to `count` greedy head tokens after the prompt whose last hidden state is `hidden` [1, 1, H].
 
     `cache` (one row, the prompt's `start` tokens) takes each token that another is predicted
@@ -81,9 +81,11 @@ def lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids, l
     (`healing.py`). With `lines`, the middle also ends after a token once the stop tokens together
     have more than `stop_above` of the head's probability: a small model rarely ranks the end of a
     middle first, and when it does not, the canvas writes on past a line that was complete
-    (`stop_threshold` says which fills get a threshold below 1).
+    (`stop_threshold` says which fills get a threshold below 1). `prior` holds tokens already
+    chosen (`beam.py`), which `cache` and `hidden` already hold: the lead goes on after them.
     """
-    out, line_done = Lead(), False
+    out = Lead() if prior is None else prior
+    line_done = bool(lines is not None and out.ids and lines.ended(out.ids))
     stops = torch.tensor(sorted(stop_ids), device=hidden.device)
     for _ in range(count):
         probs = torch.softmax(next_token_logits(model, hidden), -1)[0]  # [V]

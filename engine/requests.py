@@ -41,6 +41,7 @@ class FillRequest:
     lead_tokens: int = -1
     lead_line: bool | None = None  # the head writes the first line; None: the model's own setting
     lead_stop: float | None = None  # the line lead's stop probability (`lead.py`); None: the model's
+    lead_beam: int | None = None  # first lines a line lead weighs (`beam.py`); None: the model's
     heal: bool | None = None  # the head may finish the prefix's last token (`healing.py`); None: on
 
 

@@ -288,18 +288,21 @@ def test_the_stop_threshold_of_each_kind_of_fill():
     assert stop_threshold(FillRequest("x = 1\n    ", "\n"), 0.1) == 0.1
 
 
-def test_a_model_directory_sets_its_lead_stop_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog):
-    from dg_engine.config import tuned_lead_stop
+@pytest.mark.parametrize("key, default, good, bad", [("lead_stop", 1.0, 0.05, 2), ("lead_beam", 1, 3, 0)])
+def test_a_model_directory_sets_its_lead_stop_and_beam_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog,
+                                                                                   key, default, good, bad):
+    from dg_engine.config import tuned_lead_beam, tuned_lead_stop
 
+    tuned = {"lead_stop": tuned_lead_stop, "lead_beam": tuned_lead_beam}[key]
     model = tmp_path / "model"
     shutil.copytree(tiny_dir, model)
-    assert tuned_lead_stop(model) == 1.0
-    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_line": True, "lead_stop": 0.05}))
-    assert tuned_lead_stop(model) == 0.05
-    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_stop": 2}))
+    assert tuned(model) == default
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, "lead_line": True, key: good}))
+    assert tuned(model) == good
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 32, key: bad}))
     with caplog.at_level(logging.WARNING):
-        assert tuned_lead_stop(model) == 1.0
-    assert "lead_stop" in caplog.text
+        assert tuned(model) == default
+    assert key in caplog.text
 
 
 def test_the_lead_tuner_keeps_the_models_stop_threshold(tiny_dir, tmp_path):

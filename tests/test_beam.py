@@ -1,0 +1,96 @@
+"""The line lead by beam search (`dg_engine.beam`), on the tiny random model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from dg_engine import FillRequest
+from dg_engine.beam import Hypothesis, beam_line, beam_lead
+from dg_engine.kvcache import fork
+from dg_engine.lead import lead
+
+PREFIX = "def area(width, height):\n    return "
+SUFFIX = "\n\n\nprint(area(2, 3))\n"
+
+
+class EveryThird:
+    """Stands in for `Lines`: a "line" ends after every third token, so the random head's lines end."""
+
+    def ended(self, ids):
+        return len(ids) >= 3
+
+    def blank(self, token):
+        return False
+
+
+@pytest.fixture(autouse=True)
+def unhealed(engine):
+    engine.defaults = replace(engine.defaults, heal=False)
+
+
+def prompt_state(engine):
+    prefill = engine.prefix_cache.prefill(engine.format.infill_ids(PREFIX, SUFFIX), reuse=False)
+    return engine.prefix_cache.last_hidden, prefill.cache, prefill.prompt_tokens
+
+
+@pytest.mark.parametrize("stop_above", [1.0, 1e-12])
+def test_a_beam_of_one_is_the_greedy_lead(engine, stop_above):
+    hidden, cache, start = prompt_state(engine)
+    stops = set(engine.format.stop_ids)
+    greedy = lead(engine.model, hidden, fork(cache, 1), start, 8, stops, EveryThird(), stop_above=stop_above)
+    beamed = beam_lead(engine.model, hidden, fork(cache, 1), start, 8, stops, EveryThird(), stop_above=stop_above,
+                       width=1)
+    assert (beamed.ids, beamed.stopped) == (greedy.ids, greedy.stopped)
+    assert beamed.confidences == pytest.approx(greedy.confidences)
+
+
+def test_the_beam_returns_the_likeliest_line_of_those_it_kept(engine):
+    """Every finished line's score is the head's own log-probability of it, which a plain pass over
+    prompt + line gives; the first is the best of them, and no worse than the greedy line."""
+    hidden, cache, start = prompt_state(engine)
+    stops = set(engine.format.stop_ids)
+    hyps, passes = beam_line(engine.model, hidden, fork(cache, 1), start, 6, stops, EveryThird(), width=4)
+    assert len(hyps) >= 4 and passes <= 6
+    prompt = engine.format.infill_ids(PREFIX, SUFFIX)
+    for hyp in hyps[:4]:
+        assert not hyp.stopped  # the random head gives the end of the middle next to nothing
+        ids = torch.tensor([prompt + hyp.ids])
+        with torch.no_grad():
+            states = engine.model.model.encoder(input_ids=ids).last_hidden_state
+        from dg_engine.autoregressive import head_logits
+
+        logp = torch.log_softmax(head_logits(engine.model, states[0, len(prompt) - 1:-1]).float(), -1)
+        total = float(logp[torch.arange(len(hyp.ids)), torch.tensor(hyp.ids)].sum())
+        assert hyp.logp == pytest.approx(total, abs=1e-3)
+    scores = [h.score(1.0) for h in hyps]
+    assert scores == sorted(scores, reverse=True)
+    greedy = lead(engine.model, hidden, fork(cache, 1), start, 3, stops, EveryThird())
+    greedy_logp = sum(math.log(c) for c in greedy.confidences)
+    assert hyps[0].score(1.0) >= greedy_logp / len(greedy.ids) - 1e-6
+
+
+def test_the_beam_leaves_the_prompts_cache_as_it_found_it(engine):
+    hidden, cache, start = prompt_state(engine)
+    before = [layer.keys.clone() for layer in cache.layers]
+    beam_line(engine.model, hidden, fork(cache, 1), start, 6, set(engine.format.stop_ids), EveryThird(), width=4)
+    assert all(torch.equal(a, layer.keys) for a, layer in zip(before, cache.layers))
+
+
+def test_scores_rank_by_mean_or_by_whole_probability():
+    short, long = Hypothesis([1], logp=-1.0), Hypothesis([1, 2, 3], logp=-2.4)
+    assert long.score(1.0) > short.score(1.0)  # -0.8 per token against -1.0
+    assert short.score(0.0) > long.score(0.0)
+    assert Hypothesis([1], logp=-1.0, stopped=True).score(1.0) == -0.5  # the stop is an event too
+
+
+def test_an_engine_fill_with_a_beam_writes_its_line_then_the_canvas(engine):
+    plain = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True))
+    one = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True, lead_beam=1))
+    assert one.candidates[0].token_ids == plain.candidates[0].token_ids
+    wide = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True, lead_beam=4))
+    cand = wide.candidates[0]
+    assert 0 < cand.lead <= 6 and wide.canvases == 1 and len(cand.token_ids) > cand.lead
