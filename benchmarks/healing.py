@@ -27,7 +27,8 @@ def measure(model: str, cases: int, lead: str | None = None) -> dict:
     holes = held_out_cases(engine, cases)
     d = engine.defaults
     # Healing is the head's: a model without a lead of its own is measured with the one asked for.
-    lead = lead or ("line" if d.lead_line else str(d.lead_tokens))
+    own = ("line" + (f"/{d.lead_beam}" if d.lead_beam > 1 else "")) if d.lead_line else str(d.lead_tokens)
+    lead = lead or own
     fim_middle = engine.format.specials.fim_middle
     healable = sum(engine.healer.point(engine.format.infill_ids(h.prefix, h.suffix), fim_middle) is not None
                    for h in holes)

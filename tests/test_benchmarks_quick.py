@@ -111,9 +111,15 @@ def test_the_lead_tuner_writes_its_choice_into_the_model_directory(tmp_path):
     assert tune_lead.main(["--model", str(model), "--cases", "2", "--leads", "line", "--write"]) == 0
     assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": 32, "lead_line": True}
     defaults = load_engine(EngineConfig(model=str(model), device="cpu")).defaults
-    assert defaults.lead_tokens == 32 and defaults.lead_line
-    with pytest.raises(SystemExit):
-        tune_lead.main(["--model", str(model), "--leads", "4,lines"])
+    assert defaults.lead_tokens == 32 and defaults.lead_line and defaults.lead_beam == 1
+    # A line from a beam of three: its width is written beside the line lead and read back.
+    assert tune_lead.main(["--model", str(model), "--cases", "2", "--leads", "line/3", "--write"]) == 0
+    assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": 32, "lead_line": True,
+                                                                   "lead_beam": 3}
+    assert load_engine(EngineConfig(model=str(model), device="cpu")).defaults.lead_beam == 3
+    for bad in ("4,lines", "line/0", "line/x"):
+        with pytest.raises(SystemExit):
+            tune_lead.main(["--model", str(model), "--leads", bad])
 
 
 def test_obvious_cases_are_right_python_and_scored_as_written():

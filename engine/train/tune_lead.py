@@ -5,9 +5,10 @@ decoder fill the rest. How many pay depends on how the two halves of the model w
 it is chosen per model on the held-out holes the sampler is tuned on, by the sampler tuner's rule
 (`tune.choose`: exact match first, then edit similarity, then the fewest forward passes), and
 stored as `lead_config.json` in the model directory, where `load_engine` reads it. A lead is a
-count of tokens or `line`: the head writes the fill's whole first line (at most LINE_TOKENS).
+count of tokens or `line`: the head writes the fill's whole first line (at most LINE_TOKENS);
+`line/N` takes that line from a beam of N hypotheses (`dg_engine.beam`).
 
-    python -m dg_engine.train.tune_lead --model engine/embedded --cases 400 --leads 0,4,line --write
+    python -m dg_engine.train.tune_lead --model engine/embedded --cases 400 --leads 0,4,line,line/3 --write
 """
 
 from __future__ import annotations
@@ -18,20 +19,32 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 LEADS = ("0", "2", "4", "8", "line")
 # The most tokens a `line` lead writes: a line of code of about a hundred characters.
 LINE_TOKENS = 32
 
 
-def parse_lead(text: str) -> tuple[int, bool]:
-    """`"4"` -> (4, False); `"line"` -> (LINE_TOKENS, True). Raises ValueError on anything else."""
-    if text.strip() == "line":
-        return LINE_TOKENS, True
+class Lead(NamedTuple):
+    tokens: int
+    line: bool
+    beam: int = 1
+
+
+def parse_lead(text: str) -> Lead:
+    """`"4"` -> (4, False, 1); `"line"` -> (LINE_TOKENS, True, 1); `"line/3"` -> (LINE_TOKENS, True, 3).
+    Raises ValueError on anything else."""
+    kind, _, beam = text.strip().partition("/")
+    if kind == "line":
+        width = int(beam) if beam else 1
+        if not 1 <= width <= 16:
+            raise ValueError(f"a line lead's beam is from 1 to 16 hypotheses, not {text!r}")
+        return Lead(LINE_TOKENS, True, width)
     count = int(text)
     if not 0 <= count <= 64:
-        raise ValueError(f"a lead is a count of tokens from 0 to 64 or 'line', not {text!r}")
-    return count, False
+        raise ValueError(f"a lead is a count of tokens from 0 to 64, 'line' or 'line/N', not {text!r}")
+    return Lead(count, False)
 
 
 def similarity(a: str, b: str) -> float:
@@ -48,9 +61,9 @@ def measure(engine, cases, leads=LEADS, examples: int = 8, heal: bool | None = N
     for i, case in enumerate(cases):
         fills = {}
         for k in leads:
-            count, line = parse_lead(k)
-            best = engine.fill(FillRequest(case.prefix, case.suffix, seed=i, reuse_cache=False,
-                                           lead_tokens=count, lead_line=line, heal=heal)).candidates[0]
+            lead = parse_lead(k)
+            best = engine.fill(FillRequest(case.prefix, case.suffix, seed=i, reuse_cache=False, lead_tokens=lead.tokens,
+                                           lead_line=lead.line, lead_beam=lead.beam, heal=heal)).candidates[0]
             fills[k] = best.text
             for key in ((k, "all"), (k, case.kind)):
                 t = totals[key]
@@ -60,13 +73,14 @@ def measure(engine, cases, leads=LEADS, examples: int = 8, heal: bool | None = N
                 t["steps"] += best.steps
         if len(shown) < examples:
             shown.append({"middle": case.middle, **{f"lead {k}": f for k, f in fills.items()}})
-    rows = [{"lead": k, "lead_tokens": parse_lead(k)[0], "lead_line": parse_lead(k)[1], "kind": kind,
+    rows = [{"lead": k, "lead_tokens": parse_lead(k).tokens, "lead_line": parse_lead(k).line,
+             "lead_beam": parse_lead(k).beam, "kind": kind,
              "cases": t["cases"],
              "exact_match": round(t["exact"] / t["cases"], 4),
              "edit_similarity": round(t["similarity"] / t["cases"], 4),
              "mean_steps": round(t["steps"] / t["cases"], 3)}
             for (k, kind), t in totals.items()]
-    rows.sort(key=lambda r: (r["kind"] != "all", r["kind"], r["lead_line"], r["lead_tokens"]))
+    rows.sort(key=lambda r: (r["kind"] != "all", r["kind"], r["lead_line"], r["lead_tokens"], r["lead_beam"]))
     return {"cases": len(cases), "rows": rows, "examples": shown,
             "seconds": round(time.perf_counter() - started, 1)}
 
@@ -80,8 +94,10 @@ def best_lead(result: dict) -> str:
 
 def lead_config(lead: str) -> dict:
     """What LEAD_CONFIG holds for a lead."""
-    count, line = parse_lead(lead)
-    return {"lead_tokens": count, "lead_line": True} if line else {"lead_tokens": count}
+    count, line, beam = parse_lead(lead)
+    if not line:
+        return {"lead_tokens": count}
+    return {"lead_tokens": count, "lead_line": True, **({"lead_beam": beam} if beam > 1 else {})}
 
 
 def parse_leads(text: str, parser) -> list[str]:
@@ -90,7 +106,7 @@ def parse_leads(text: str, parser) -> list[str]:
     try:
         if not leads:
             raise ValueError("no lead given")
-        return sorted(leads, key=lambda k: parse_lead(k)[::-1])
+        return sorted(leads, key=lambda k: (parse_lead(k).line, parse_lead(k).tokens, parse_lead(k).beam))
     except ValueError as exc:
         parser.error(f"--leads: {exc}")
 
@@ -101,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     from .tune import fp32_engine, held_out_cases, tuner_arguments
 
     parser = tuner_arguments(__doc__.splitlines()[0], 400, LEAD_CONFIG)
-    parser.add_argument("--leads", default=",".join(LEADS), help="leads to try, comma-separated: counts or 'line'")
+    parser.add_argument("--leads", default=",".join(LEADS),
+                        help="leads to try, comma-separated: counts, 'line' or 'line/N' (a beam of N)")
     args = parser.parse_args(argv)
     leads = parse_leads(args.leads, parser)
     engine = fp32_engine(args.model)
