@@ -9,6 +9,7 @@ holes every training piece is scored on, overall and per kind of hole, and names
 `python -m dg_engine.train.tune_lead --write` would store with the model.
 
     python -m benchmarks.lead [--cases 400] [--leads 0,2,4,8,line] [--model embedded] [--quick]
+    python -m benchmarks.lead --leads line,line/2,line/3 --name lead_beam   # the line from a beam
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=None, help="a model directory or 'embedded'")
     p.add_argument("--cases", type=int, default=400)
     p.add_argument("--leads", default="0,2,4,8,line",
-                   help="head tokens before the decoder, comma-separated; 'line': the head writes the first line")
+                   help="head tokens before the decoder, comma-separated; 'line': the head writes the first line; "
+                        "'line/N': that line from a beam of N (dg_engine.beam)")
+    p.add_argument("--name", default="lead", help="the result file's name: results/NAME.json")
     p.add_argument("--quick", action="store_true", help="the tiny random model and 4 holes (the pipeline only)")
     args = p.parse_args(argv)
     from dg_engine.train.tune_lead import parse_leads
@@ -52,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
               f"| {r['edit_similarity']:.3f} | {r['mean_steps']:.1f} |")
     print(f"best lead: {result['best']}")
     settings = {"precision": "float32", "holes": "dg_engine.train.tune.held_out_cases, seed 0 (those of pieces.jsonl)",
-                "head": "greedy, its tokens in the encoder's cache before the canvas (dg_engine.lead)",
+                "head": "greedy or, for line/N, a beam of N (dg_engine.beam); its tokens in the encoder's cache "
+                        "before the canvas (dg_engine.lead)",
                 "decoder": "the model's own sampler settings, one canvas, seed = the hole's index"}
-    path = common.write("lead", {"quick": args.quick, "settings": settings, "load": load, **result}, quick=args.quick)
+    path = common.write(args.name, {"quick": args.quick, "settings": settings, "load": load, **result}, quick=args.quick)
     print(f"wrote {path}")
     return 0
 
