@@ -20,7 +20,7 @@ from . import common
 from .fixtures import model_label, resolve_model
 
 
-def measure(model: str, cases: int, leads: list[str]) -> dict:
+def measure(model: str, cases: int, leads: list[str], seed: int = 0) -> dict:
     from dataclasses import replace
 
     from dg_engine.train.tune import fp32_engine, held_out_cases
@@ -29,7 +29,7 @@ def measure(model: str, cases: int, leads: list[str]) -> dict:
     # fp32, as the training pieces are scored, so the numbers compare with pieces.jsonl.
     engine = fp32_engine(model)
     engine.defaults = replace(engine.defaults, lead_tokens=0, lead_line=False)
-    result = measure_leads(engine, held_out_cases(engine, cases), leads)
+    result = measure_leads(engine, held_out_cases(engine, cases, seed=seed), leads)
     return {"model": model_label(model), **result, "best": best_lead(result)}
 
 
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--leads", default="0,2,4,8,line",
                    help="head tokens before the decoder, comma-separated; 'line': the head writes the first line; "
                         "'line/N': that line from a beam of N (dg_engine.beam)")
+    p.add_argument("--seed", type=int, default=0, help="which held-out holes: 0 is the set every piece is scored on")
     p.add_argument("--name", default="lead", help="the result file's name: results/NAME.json")
     p.add_argument("--quick", action="store_true", help="the tiny random model and 4 holes (the pipeline only)")
     args = p.parse_args(argv)
@@ -47,14 +48,15 @@ def main(argv: list[str] | None = None) -> int:
 
     leads = parse_leads(args.leads, p)
     model = resolve_model(args.model, args.quick)
-    result, load = common.under_load(lambda: measure(model, 4 if args.quick else args.cases, leads))
+    result, load = common.under_load(lambda: measure(model, 4 if args.quick else args.cases, leads, args.seed))
     print("| head tokens | holes | exact match | edit similarity | forward passes |")
     print("|---|---|---:|---:|---:|")
     for r in result["rows"]:
         print(f"| {r['lead']} | {r['kind']} ({r['cases']}) | {r['exact_match']:.1%} "
               f"| {r['edit_similarity']:.3f} | {r['mean_steps']:.1f} |")
     print(f"best lead: {result['best']}")
-    settings = {"precision": "float32", "holes": "dg_engine.train.tune.held_out_cases, seed 0 (those of pieces.jsonl)",
+    settings = {"precision": "float32", "holes": f"dg_engine.train.tune.held_out_cases, seed {args.seed}"
+                                                 + (" (those of pieces.jsonl)" if args.seed == 0 else ""),
                 "head": "greedy or, for line/N, a beam of N (dg_engine.beam); its tokens in the encoder's cache "
                         "before the canvas (dg_engine.lead)",
                 "decoder": "the model's own sampler settings, one canvas, seed = the hole's index"}
