@@ -21,8 +21,9 @@ A model directory opts in with `lead_config.json` (`{"lead_tokens": 4}`, or `{"l
 "lead_line": true}` for a head that writes the whole first line), written by the tuning that
 measured it: a checkpoint trained on diffusion alone has no reason to have a useful head, so the
 default is no lead. The head's tokens are greedy, each one a single-token encoder pass after
-the prompt (or, with `"lead_beam": N`, the first line is the best of N hypotheses: `beam.py`); the canvas is then decoded against the prompt whose prefix ends with their text, so
-it starts right after `<fim_middle>` as every middle's first block did in training.
+the prompt (with `"lead_beam": N` the first line is the best of N hypotheses: `beam.py`); the
+canvas is then decoded against the prompt whose prefix ends with their text, so it starts right
+after `<fim_middle>` as every middle's first block did in training.
 """
 
 from __future__ import annotations
