@@ -64,6 +64,9 @@ class EngineHost:
         if not force and self.config is not None and config.load_key() == self.config.load_key() and self.engine is not None:
             self.config = config  # Sampling options apply per request; no reload needed.
             return
+        # Logged with its cause, so a log shows why the model was loaded again (a load costs seconds).
+        log.info("loading model %r on %s (%s)", config.model, config.device,
+                 "forced" if force else "first load" if self.engine is None else "settings changed")
         self.config = config
         self._set("loading", f"loading model '{config.model}'")
         self._thread = threading.Thread(target=self._load, args=(config,), name="dg-load", daemon=True)
