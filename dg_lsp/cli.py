@@ -25,6 +25,8 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
                        help="auto: on the CPU, the fastest of fp32, bf16 and int8 here (measured once); none elsewhere")
     group.add_argument("--canvas-length", type=int, default=0, help="tokens per canvas (0: the model's default)")
     group.add_argument("--max-steps", type=int, default=0, help="denoising steps per canvas (0: the model's default)")
+    group.add_argument("--lead-beam", type=int, default=0,
+                       help="first lines a line lead weighs, 1 for the greedy one (0: the model's default)")
     group.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: one less than the cores, at most 4)")
     group.add_argument("--adapter", default="", help="an adapter directory made by `dg-lsp adapt`")
     group.add_argument("--prompt-format", default="auto", choices=["auto", "fim", "pinned", "chat"],
@@ -41,6 +43,7 @@ def engine_config(args: argparse.Namespace):
         quantization=args.quantization,
         canvas_length=args.canvas_length,
         max_steps=args.max_steps,
+        lead_beam=args.lead_beam,
         threads=args.threads,
         adapter=args.adapter,
         prompt_format=args.prompt_format,

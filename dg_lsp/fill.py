@@ -158,6 +158,7 @@ def request_for(job: FillJob, ctx: HoleContext, **extra) -> FillRequest:
         canvas_length=engine_settings.canvas_length,
         max_steps=engine_settings.max_steps,
         entropy_bound=engine_settings.entropy_bound,
+        lead_beam=engine_settings.lead_beam or None,
         seed_text=ctx.selected if rewriting else None,
         instruction=job.instruction,
         lengths=lengths,

@@ -29,8 +29,8 @@ PROMPT_FORMATS = ("auto", "fim", "pinned", "chat")
 class EngineConfig:
     """Everything that decides which model runs where and how it samples.
 
-    Zero for `canvas_length`, `max_steps` and `entropy_bound` means "the model's own default"
-    (from its config.json and generation_config.json).
+    Zero for `canvas_length`, `max_steps`, `entropy_bound` and `lead_beam` means "the model's own
+    default" (from its config.json, generation_config.json and lead_config.json).
 
     `engine = "remote"` sends requests to an OpenAI-compatible server at `base_url` instead of
     loading a model; `model` is then the served model's name ("embedded" means the server's first
@@ -55,6 +55,8 @@ class EngineConfig:
     prompt_format: str = "auto"
     # An adapter directory (`dg-lsp adapt`) applied on top of the model; "" for none.
     adapter: str = ""
+    # First lines a line lead weighs (`beam.py`); 0: the model's own choice (its LEAD_CONFIG).
+    lead_beam: int = 0
 
     def torch_threads(self, cpu_count: int | None = None) -> int:
         """The intra-op thread count to run with; `threads = 0` picks one from the core count.
@@ -113,6 +115,8 @@ def _coerce(key: str, value: Any, default: Any) -> tuple[bool, Any]:
         return (ok, float(value) if ok else value)
     if key == "retries":
         return (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 5, value)
+    if key == "lead_beam":
+        return (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 16, value)
     if isinstance(default, bool):
         return (isinstance(value, bool), value)
     if isinstance(default, int):

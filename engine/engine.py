@@ -367,7 +367,7 @@ def load_engine(config: EngineConfig) -> Engine:
                     quantization=describe(fmt, where.quantization, where.dtype))
     engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
                               lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path),
-                              lead_stop=tuned_lead_stop(path), lead_beam=tuned_lead_beam(path))
+                              lead_stop=tuned_lead_stop(path), lead_beam=config.lead_beam or tuned_lead_beam(path))
     if engine.defaults.lead_tokens and engine.defaults.heal:
         engine.healer.warm()
     engine.adapter = adapter

@@ -117,6 +117,8 @@ def test_the_lead_tuner_writes_its_choice_into_the_model_directory(tmp_path):
     assert json.loads((model / "lead_config.json").read_text()) == {"lead_tokens": 32, "lead_line": True,
                                                                    "lead_beam": 3}
     assert load_engine(EngineConfig(model=str(model), device="cpu")).defaults.lead_beam == 3
+    # The user's own width (the `leadBeam` setting, `--lead-beam`) wins over the model's.
+    assert load_engine(EngineConfig(model=str(model), device="cpu", lead_beam=1)).defaults.lead_beam == 1
     for bad in ("4,lines", "line/0", "line/x"):
         with pytest.raises(SystemExit):
             tune_lead.main(["--model", str(model), "--leads", bad])

@@ -148,3 +148,12 @@ def test_log_levels_per_logger(monkeypatch):
     configure_logging("WARNING,dg_lsp.protocol=DEBUG,other=LOUD")
     assert logging.getLogger("dg_lsp.protocol").getEffectiveLevel() == logging.DEBUG
     assert logging.getLogger("other").level == logging.NOTSET  # an unknown level changes nothing
+
+
+def test_engine_flags_become_the_engine_config():
+    from dg_lsp.cli import build_parser, engine_config
+
+    args = build_parser().parse_args(["infill", "a.py", "--at", "1:1", "--lead-beam", "3", "--max-steps", "5"])
+    config = engine_config(args)
+    assert (config.lead_beam, config.max_steps) == (3, 5)
+    assert engine_config(build_parser().parse_args(["infill", "a.py", "--at", "1:1"])).lead_beam == 0

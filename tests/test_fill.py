@@ -30,6 +30,16 @@ def test_actions_try_several_lengths_and_inline_does_not():
     assert request_for(off, ctx).lengths == ()
 
 
+def test_the_lead_beam_setting_reaches_the_request_and_bad_values_fall_back():
+    text = "def f(x):\n    return x\n"
+    ctx = extract_context(text, 10, 10, language_for("python", None))
+    assert request_for(job(text, 10), ctx).lead_beam is None  # 0: the model's own default
+    assert request_for(job(text, 10, leadBeam=3), ctx).lead_beam == 3
+    settings, problems = Settings().update({"leadBeam": 99})
+    assert settings.engine.lead_beam == 0 and any("lead_beam" in p for p in problems)
+    assert Settings().update({"lead_beam": True})[0].engine.lead_beam == 0
+
+
 def test_syntax_repair_renoises_tokens_of_fills_that_add_errors(engine, monkeypatch):
     calls = []
     original = engine.renoise

@@ -38,6 +38,7 @@ export interface ServerSettings {
   canvasLength: number;
   maxSteps: number;
   entropyBound: number;
+  leadBeam: number;
   candidates: number;
   contextBudget: number;
   crossFileContext: boolean;
@@ -120,6 +121,7 @@ export function serverSettings(): ServerSettings {
     canvasLength: int(c.get('canvasLength'), 0, 0, 1 << 20),
     maxSteps: int(c.get('maxSteps'), 0, 0, 1 << 20),
     entropyBound: num(c.get('entropyBound'), 0, 0, Number.MAX_VALUE),
+    leadBeam: int(c.get('leadBeam'), 0, 0, 16),
     candidates: int(c.get('candidates'), 1, 1, 8),
     contextBudget: int(c.get('contextBudget'), 2048, 0, 1 << 24),
     crossFileContext: bool(c.get('crossFileContext'), true),

@@ -153,6 +153,7 @@ const EXPECTED_SETTINGS = {
   quantization: 'auto',
   canvasLength: 0,
   maxSteps: 0,
+  leadBeam: 0,
   entropyBound: 0,
   candidates: 1,
   contextBudget: 2048,

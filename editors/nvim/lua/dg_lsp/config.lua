@@ -46,6 +46,7 @@ M.setting_keys = {
   "canvasLength",
   "maxSteps",
   "entropyBound",
+  "leadBeam",
   "candidates",
   "contextBudget",
   "crossFileContext",
