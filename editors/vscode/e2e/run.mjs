@@ -190,7 +190,6 @@ async function main() {
     await page.screenshot({ path: path.join(SHOTS, 'status.png') });
     await page.click('.editor-instance .view-line >> nth=1');
     await page.keyboard.press('End');
-    const before = await editorText(page);
     await page.keyboard.type('w', { delay: 50 });
     // Typing asks for ghost text; if that answer came back empty, ask again (Alt+\ is VS Code's
     // "Trigger Inline Suggestion"), as a user would. The same text gets the same answer (fills
