@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: serving-venv setup demo test test-python test-editors test-vllm test-vscode vscode bench bench-full bench-quick corpus train clean
+.PHONY: serving-venv setup demo test test-python test-editors test-vllm test-vscode vscode bench bench-full bench-quick corpus train score-piece clean
 
 setup: $(STAMP)
 
@@ -62,7 +62,7 @@ bench-quick: $(STAMP)
 
 # The embedded model's long run, in pieces: `make train MINUTES=140` builds the corpus if needed
 # (a download of about 490 MB), trains that many minutes from the committed state, then exports
-# to runs/export (score it with dg_engine.train.score before it replaces engine/embedded).
+# to runs/export (`make score-piece` before it replaces engine/embedded).
 MINUTES ?= 140
 # Training processes sharing each batch (dg_engine.train.parallel); about 5 GB of memory each.
 PROCS ?= 2
@@ -72,6 +72,13 @@ corpus: $(STAMP)
 train: $(STAMP)
 	@test -f $${DG_LSP_CORPUS:-$$HOME/.cache/dg-lsp/corpus}/manifest.json || $(MAKE) corpus
 	$(BIN)/python -m dg_engine.train continue --minutes $(MINUTES) --procs $(PROCS)
+
+# The piece's export scored on the 400 held-out holes with the shipped model's decoding settings,
+# and compared with the shipped model hole by hole (engine/train/README.md, "Shipping a piece").
+score-piece: $(STAMP)
+	cp engine/embedded/generation_config.json engine/embedded/lead_config.json runs/export/
+	$(BIN)/python -m dg_engine.train.score --model runs/export --cases 400 --state engine/train/state \
+	  --per-case runs/holes400.json --against benchmarks/results/training/holes400_shipped.json
 
 # A second environment holding only what `pip install dg-lsp` gives a user (no extras): the memory
 # benchmark measures the server's peak there too (benchmarks/memory.py picks it up when it exists).

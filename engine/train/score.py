@@ -8,8 +8,14 @@ sampler settings stored in the model, and probes how well a fill's first step ca
 the training state (step, tokens seen, hours trained, held-out loss), which is what the README's
 quality-by-training-tokens table and curve are drawn from.
 
+Totals of two close models differ by less than their noise, so `--per-case` keeps each hole's
+score and `--against` compares with another model's, hole by hole (`paired.py`): the row then
+says whether the piece is better than the shipped model, worse, or a tie.
+
     python -m dg_engine.train.score --model engine/embedded --state engine/train/state \\
         --out benchmarks/results/training/pieces.jsonl
+    python -m dg_engine.train.score --model runs/export --cases 400 --per-case runs/holes.json \\
+        --against benchmarks/results/training/holes400_shipped.json
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import time
 from pathlib import Path
 
+from .paired import fingerprint, paired_comparison, read_per_case, write_per_case
 from .probe import first_token_probe
 from .resume import read_state
 from .tune import held_out_cases, score
@@ -35,13 +42,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--val-loss", type=float, default=None, help="the held-out loss the run logged last")
     p.add_argument("--note", default="")
     p.add_argument("--out", default=None, help="append the row to this JSON Lines file")
+    p.add_argument("--per-case", default=None, help="write each hole's exact match and similarity here")
+    p.add_argument("--against", default=None, help="another model's --per-case file: compare hole by hole")
     args = p.parse_args(argv)
+    # Read first: a bad baseline should fail before minutes of scoring, not after.
+    try:
+        baseline = read_per_case(Path(args.against)) if args.against else None
+    except ValueError as e:
+        p.error(str(e))
     # fp32, so scores stay comparable across pieces and machines whatever precision is fastest here.
     engine = load_engine(EngineConfig(model=args.model, dtype="float32", quantization="none"))
     cases = held_out_cases(engine, args.cases)
+    middles = [case.middle for case in cases]
+    if baseline is not None and baseline["holes"] != fingerprint(middles):
+        p.error(f"{args.against} was measured on other holes (another --cases, tokenizer or held-out split)")
     d = engine.defaults
-    result = score(engine, cases, max_steps=d.max_steps, entropy_bound=d.entropy_bound, t_max=d.t_max,
+    holes: list = []
+    result = score(engine, cases, holes, max_steps=d.max_steps, entropy_bound=d.entropy_bound, t_max=d.t_max,
                    stability_threshold=d.stability_threshold)
+    exact, similarity = [e for e, _ in holes], [r for _, r in holes]
+    if args.per_case:
+        write_per_case(Path(args.per_case), middles, exact, similarity)
+    if baseline is not None:
+        mine = {"holes": fingerprint(middles), "exact": exact, "similarity": similarity}
+        result["paired"] = {"against": args.against, **paired_comparison(mine, baseline)}
     result.update(first_token_probe(engine.model, cases, engine.format.specials.pad))
     state = read_state(Path(args.state)) if args.state else None
     row = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "note": args.note, "val_loss": args.val_loss,

@@ -46,7 +46,8 @@ def held_out_cases(engine, count: int, seed: int = 0, root: Path | None = None):
     return [source.sample(rng, 32) for _ in range(count)]
 
 
-def score(engine, cases, **sampling) -> dict:
+def score(engine, cases, per_case: list | None = None, **sampling) -> dict:
+    """Totals over `cases`; each hole's (exact, similarity) is appended to `per_case` when given."""
     from ..engine import FillRequest
 
     engine.defaults = replace(engine.defaults, **{k: v for k, v in sampling.items() if k != "max_steps"},
@@ -54,10 +55,14 @@ def score(engine, cases, **sampling) -> dict:
     hits, similarity, steps, ended, started = 0, 0.0, 0, 0, time.perf_counter()
     for i, case in enumerate(cases):
         best = engine.fill(FillRequest(case.prefix, case.suffix, seed=i, reuse_cache=False)).candidates[0]
-        hits += best.text.strip() == case.middle.strip()
-        similarity += difflib.SequenceMatcher(None, best.text.strip(), case.middle.strip(), autojunk=False).ratio()
+        exact = best.text.strip() == case.middle.strip()
+        ratio = difflib.SequenceMatcher(None, best.text.strip(), case.middle.strip(), autojunk=False).ratio()
+        hits += exact
+        similarity += ratio
         steps += best.steps
         ended += best.finished
+        if per_case is not None:
+            per_case.append((exact, ratio))
     return {"exact_match": hits / len(cases), "cases": len(cases), "edit_similarity": round(similarity / len(cases), 4),
             # How often the model closed the middle inside its one canvas (nine held-out middles in ten fit one).
             "ended": round(ended / len(cases), 4),
