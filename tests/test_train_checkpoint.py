@@ -65,6 +65,22 @@ def test_resume_gives_identical_weights(setup, tmp_path, options):
                       "lr,val_loss,dtype")
 
 
+@pytest.mark.parametrize("layout", ["blocks", "canvas"])
+def test_the_held_out_loss_does_not_depend_on_the_training_batch(setup, layout):
+    """A piece trained at 16 rows a step is measured on the rows the curve's pieces, at 8, were."""
+    from dg_engine.train.loop import validate
+
+    tok, src = setup
+    model = build_model("tiny", len(tok), seed=0)
+    losses = [validate(model, src, TrainConfig(out="-", batch_size=b, size="tiny", layout=layout, val_batches=1,
+                                               val_rows=3), "cpu") for b in (2, 4)]
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
+    # The rows are what it measures: other rows, another loss.
+    other = validate(model, src, TrainConfig(out="-", batch_size=2, size="tiny", layout=layout, val_batches=1,
+                                             val_rows=5), "cpu")
+    assert other != pytest.approx(losses[0], abs=1e-6)
+
+
 def test_same_seed_same_weights(setup, tmp_path):
     tok, src = setup
     a, _ = _run(tok, src, tmp_path / "a", steps=3)
@@ -168,6 +184,10 @@ def test_the_rounding_check_measures_what_the_run_validated(tmp_path):
     assert cost["weights_dtype"] == "float32"
     assert cost["stored"] == pytest.approx(float(last[8]), abs=1e-4)
     assert cost["bf16"] != cost["stored"] and abs(cost["bf16"] - cost["stored"]) < 0.05
+    # The exported model, measured the same way, is the run's last weights: the same loss.
+    from dg_engine.train.resume import model_held_out_loss
+
+    assert model_held_out_loss(tmp_path / "state", tmp_path / "model") == pytest.approx(cost["stored"], abs=1e-3)
 
 
 def test_a_state_from_another_model_is_refused(tmp_path, capsys):

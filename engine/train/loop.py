@@ -75,6 +75,9 @@ class TrainConfig:
     save_every: int = 250
     val_every: int = 250
     val_batches: int = 8
+    # Rows per held-out batch, apart from `batch_size`: the held-out loss of a piece trained at
+    # another batch size must be measured on the same rows to compare with the curve.
+    val_rows: int = 8
     log_every: int = 10
     grad_clip: float = 1.0
     canvas_draws: int = 1
@@ -226,10 +229,10 @@ def validate(model, source: ExampleSource, cfg: TrainConfig, device) -> float:
     for i in range(cfg.val_batches):
         if cfg.layout == "blocks" and cfg.objective == "diffusion":
             s = source.fmt.specials
-            batch = canvas_batch(source.batch_examples(10_007, i, cfg.batch_size), s.pad, s.end_of_middle).to(device)
+            batch = canvas_batch(source.batch_examples(10_007, i, cfg.val_rows), s.pad, s.end_of_middle).to(device)
             losses.append(block_diffusion_loss(model, batch, torch.Generator().manual_seed(10_007 * 7_919 + i)).main.item())
         else:
-            old = TrainConfig(**{**asdict(cfg), "layout": "canvas"})
+            old = TrainConfig(**{**asdict(cfg), "layout": "canvas", "batch_size": cfg.val_rows})
             losses.append(step_loss(model, source, old, i, seed=10_007, device=device)[0].main.item())
     model.train()
     return sum(losses) / len(losses)

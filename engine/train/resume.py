@@ -102,12 +102,10 @@ def load_resume(state_dir: Path, model) -> tuple[dict, dict, dict]:
     return stored, flat, state
 
 
-def rounding_cost(state_dir: Path) -> dict[str, float]:
-    """The held-out loss (`loop.validate`) of a state's weights as stored and rounded to bf16: what a
-    state kept in bf16 costs the run that continues from it."""
+def _measure_setup(state_dir: Path):
+    """(run arguments, held-out source, validation config) of the run a state belongs to."""
     from .__main__ import parse_args
-    from .loop import TrainConfig, validate
-    from .model import build_model
+    from .loop import TrainConfig
     from .run import held_out_source, tokenizer_for
 
     state = read_state(state_dir)
@@ -115,12 +113,22 @@ def rounding_cost(state_dir: Path) -> dict[str, float]:
         raise ResumeError(f"no training state in {state_dir}")
     args = parse_args(state["argv"])
     tokenizer = tokenizer_for(args, [])
-    model = build_model(args.size, len(tokenizer), args.seed, layers=args.layers)
     source = held_out_source(args, tokenizer)
     if source is None:
         raise ResumeError("the held-out modules are missing, so there is nothing to measure on")
     cfg = TrainConfig(out=args.out, batch_size=args.batch_size, size=args.size, layout=args.layout,
                       objective=args.objective)
+    return args, tokenizer, source, cfg
+
+
+def rounding_cost(state_dir: Path) -> dict[str, float]:
+    """The held-out loss (`loop.validate`) of a state's weights as stored and rounded to bf16: what a
+    state kept in bf16 costs the run that continues from it."""
+    from .loop import validate
+    from .model import build_model
+
+    args, tokenizer, source, cfg = _measure_setup(state_dir)
+    model = build_model(args.size, len(tokenizer), args.seed, layers=args.layers)
     stored = load_file(str(state_dir / WEIGHTS))
     losses = {}
     for name, dtype in (("stored", None), ("bf16", torch.bfloat16)):
@@ -131,9 +139,25 @@ def rounding_cost(state_dir: Path) -> dict[str, float]:
     return {"weights_dtype": str(next(iter(stored.values())).dtype).removeprefix("torch."), **losses}
 
 
+def model_held_out_loss(state_dir: Path, model_dir: Path) -> float:
+    """The held-out loss of an exported model (a piece's end, a mean of ends), measured as the run
+    whose state this is measures its own: the same rows, noise and layout as the curve's."""
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from .loop import validate
+
+    _, _, source, cfg = _measure_setup(state_dir)
+    model = DiffusionGemmaForBlockDiffusion.from_pretrained(str(model_dir), dtype=torch.float32)
+    return round(validate(model, source, cfg, "cpu"), 4)
+
+
 if __name__ == "__main__":
     import sys
 
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m dg_engine.train.resume STATE_DIR  (held-out loss as stored and in bf16)")
-    print(json.dumps(rounding_cost(Path(sys.argv[1]))))
+    if len(sys.argv) == 3:
+        print(json.dumps({"model": sys.argv[2], "held_out_loss": model_held_out_loss(Path(sys.argv[1]), Path(sys.argv[2]))}))
+    elif len(sys.argv) == 2:
+        print(json.dumps(rounding_cost(Path(sys.argv[1]))))
+    else:
+        raise SystemExit("usage: python -m dg_engine.train.resume STATE_DIR [MODEL_DIR]  (held-out loss of the "
+                         "state's weights as stored and in bf16, or of an exported model)")
