@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from dg_engine.train.paired import (fingerprint, paired_comparison, read_per_case, sign_test_p, verdict,
-                                    write_per_case)
+from dg_engine.train.paired import (fingerprint, paired_comparison, per_case_record, read_per_case, sign_test_p,
+                                    verdict, write_per_case)
 
 MIDDLES = [f"x = {i}" for i in range(40)]
 
@@ -59,7 +59,7 @@ def test_scores_from_other_holes_are_refused():
 
 def test_per_case_file_round_trip_and_a_broken_one(tmp_path):
     path = tmp_path / "holes.json"
-    write_per_case(path, MIDDLES, [True] + [False] * 39, [1.0] + [0.123456] * 39)
+    write_per_case(path, per_case_record(MIDDLES, [True] + [False] * 39, [1.0] + [0.123456] * 39))
     record = read_per_case(path)
     assert record["holes"] == fingerprint(MIDDLES)
     assert record["exact"][:2] == [1, 0] and record["similarity"][1] == 0.1235

@@ -29,10 +29,14 @@ def fingerprint(middles: list[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def write_per_case(path: Path, middles: list[str], exact: list[bool], similarity: list[float]) -> None:
+def per_case_record(middles: list[str], exact: list[bool], similarity: list[float]) -> dict:
+    """Each hole's score as it is written and compared (similarities to four decimals)."""
+    return {"holes": fingerprint(middles), "exact": [int(e) for e in exact],
+            "similarity": [round(s, 4) for s in similarity]}
+
+
+def write_per_case(path: Path, record: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"holes": fingerprint(middles), "exact": [int(e) for e in exact],
-              "similarity": [round(s, 4) for s in similarity]}
     path.write_text(json.dumps(record) + "\n")
 
 

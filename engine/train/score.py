@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from .paired import fingerprint, paired_comparison, read_per_case, write_per_case
+from .paired import fingerprint, paired_comparison, per_case_record, read_per_case, write_per_case
 from .probe import first_token_probe
 from .resume import read_state
 from .tune import held_out_cases, score
@@ -60,11 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     holes: list = []
     result = score(engine, cases, holes, max_steps=d.max_steps, entropy_bound=d.entropy_bound, t_max=d.t_max,
                    stability_threshold=d.stability_threshold)
-    exact, similarity = [e for e, _ in holes], [r for _, r in holes]
+    mine = per_case_record(middles, [e for e, _ in holes], [r for _, r in holes])
     if args.per_case:
-        write_per_case(Path(args.per_case), middles, exact, similarity)
+        write_per_case(Path(args.per_case), mine)
     if baseline is not None:
-        mine = {"holes": fingerprint(middles), "exact": exact, "similarity": similarity}
         result["paired"] = {"against": args.against, **paired_comparison(mine, baseline)}
     result.update(first_token_probe(engine.model, cases, engine.format.specials.pad))
     state = read_state(Path(args.state)) if args.state else None
