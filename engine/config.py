@@ -158,6 +158,9 @@ class SamplingOptions:
     lead_stop: float = 1.0
     # Hypotheses a line lead keeps (`beam.py`); 1: the greedy head. Also from LEAD_CONFIG.
     lead_beam: int = 1
+    # How far the beam's line must score above the greedy one to replace it (`beam.py`); 0: the
+    # beam's line always. Also from LEAD_CONFIG.
+    lead_margin: float = 0.0
     extra: dict = field(default_factory=dict)
 
 
@@ -248,6 +251,13 @@ def tuned_lead_beam(model_dir: Path) -> int:
     the model directory's LEAD_CONFIG says `"lead_beam": N`."""
     return _optional_lead(model_dir, "lead_beam", lambda v: isinstance(v, int) and 1 <= v <= 16,
                           "a whole number from 1 to 16", SamplingOptions.lead_beam)
+
+
+def tuned_lead_margin(model_dir: Path) -> float:
+    """How far the beam's first line must score above the greedy line to be taken (`beam.py`); 0
+    unless the model directory's LEAD_CONFIG says `"lead_margin": M`."""
+    return float(_optional_lead(model_dir, "lead_margin", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                                and 0 <= v <= 10, "a number from 0 to 10", SamplingOptions.lead_margin))
 
 
 def tuned_lead_tokens(model_dir: Path) -> int:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_beam, tuned_lead_line, tuned_lead_stop,
-                     tuned_lead_tokens, tuned_renoise_below)
+from .config import (EngineConfig, SamplingOptions, sampling_defaults, tuned_lead_beam, tuned_lead_line, tuned_lead_margin,
+                     tuned_lead_stop, tuned_lead_tokens, tuned_renoise_below)
 from . import candidates as cands, healing, plans
 from .candidates import Candidate
 from .denoise import CancelToken, EntropyBoundStrategy, RefineStrategy, StepCallback, denoise
@@ -197,7 +197,7 @@ class Engine:
         hidden, cache, start = self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens
         if heal is not None:
             hidden, start = healing.rewind(self.model, cache, prompt, start)
-        decode = lead if lines is None or options.lead_beam <= 1 else partial(beam_lead, width=options.lead_beam)
+        decode = lead if lines is None or options.lead_beam <= 1 else partial(beam_lead, width=options.lead_beam, margin=options.lead_margin)
         led = decode(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
                      lines, None if heal is None else heal.allowed, stop_threshold(request, options.lead_stop))
         return led if heal is None else healing.trim(self.tokenizer, led, heal)
@@ -367,7 +367,8 @@ def load_engine(config: EngineConfig) -> Engine:
                     quantization=describe(fmt, where.quantization, where.dtype))
     engine.defaults = replace(engine.defaults, renoise_below=tuned_renoise_below(path),
                               lead_tokens=tuned_lead_tokens(path), lead_line=tuned_lead_line(path),
-                              lead_stop=tuned_lead_stop(path), lead_beam=config.lead_beam or tuned_lead_beam(path))
+                              lead_stop=tuned_lead_stop(path), lead_beam=config.lead_beam or tuned_lead_beam(path),
+                              lead_margin=tuned_lead_margin(path))
     if engine.defaults.lead_tokens and engine.defaults.heal:
         engine.healer.warm()
     engine.adapter = adapter

@@ -73,6 +73,22 @@ def test_the_beam_returns_the_likeliest_line_of_those_it_kept(engine):
     assert hyps[0].score(1.0) >= greedy_logp / len(greedy.ids) - 1e-6
 
 
+@pytest.mark.parametrize("above", [-1e-3, 1e-3, 1e9])
+def test_with_a_margin_the_beams_line_replaces_the_greedy_one_only_when_it_scores_that_much_higher(engine, above):
+    hidden, cache, start = prompt_state(engine)
+    stops = set(engine.format.stop_ids)
+    beamed, _ = beam_line(engine.model, hidden, fork(cache, 1), start, 8, stops, EveryThird(), width=4)
+    greedy, _ = beam_line(engine.model, hidden, fork(cache, 1), start, 8, stops, EveryThird(), width=1)
+    gap = beamed[0].score(0.5) - greedy[0].score(0.5)
+    assert gap > 0 and beamed[0].ids != greedy[0].ids  # the random head's beam finds a likelier line
+    margin = max(gap + above, 1e-9)
+    led = beam_lead(engine.model, hidden, fork(cache, 1), start, 8, stops, EveryThird(), width=4, margin=margin)
+    want = beamed[0] if gap > margin else greedy[0]
+    assert led.ids[:len(want.ids)] == want.ids
+    unmargined = beam_lead(engine.model, hidden, fork(cache, 1), start, 8, stops, EveryThird(), width=4)
+    assert unmargined.ids[:len(beamed[0].ids)] == beamed[0].ids
+
+
 def test_the_beam_leaves_the_prompts_cache_as_it_found_it(engine):
     hidden, cache, start = prompt_state(engine)
     before = [layer.keys.clone() for layer in cache.layers]

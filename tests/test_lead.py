@@ -288,12 +288,13 @@ def test_the_stop_threshold_of_each_kind_of_fill():
     assert stop_threshold(FillRequest("x = 1\n    ", "\n"), 0.1) == 0.1
 
 
-@pytest.mark.parametrize("key, default, good, bad", [("lead_stop", 1.0, 0.05, 2), ("lead_beam", 1, 3, 0)])
-def test_a_model_directory_sets_its_lead_stop_and_beam_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog,
-                                                                                   key, default, good, bad):
-    from dg_engine.config import tuned_lead_beam, tuned_lead_stop
+@pytest.mark.parametrize("key, default, good, bad", [("lead_stop", 1.0, 0.05, 2), ("lead_beam", 1, 3, 0),
+                                                     ("lead_margin", 0.0, 0.5, -1)])
+def test_a_model_directory_sets_its_lead_stop_beam_and_margin_and_a_bad_value_is_ignored(tiny_dir, tmp_path, caplog,
+                                                                                         key, default, good, bad):
+    from dg_engine.config import tuned_lead_beam, tuned_lead_margin, tuned_lead_stop
 
-    tuned = {"lead_stop": tuned_lead_stop, "lead_beam": tuned_lead_beam}[key]
+    tuned = {"lead_stop": tuned_lead_stop, "lead_beam": tuned_lead_beam, "lead_margin": tuned_lead_margin}[key]
     model = tmp_path / "model"
     shutil.copytree(tiny_dir, model)
     assert tuned(model) == default
@@ -315,3 +316,19 @@ def test_the_lead_tuner_keeps_the_models_stop_threshold(tiny_dir, tmp_path):
     assert tune_lead.main(["--model", str(model), "--cases", "2", "--leads", "line", "--write"]) == 0
     assert json.loads((model / LEAD_CONFIG).read_text()) == {"lead_tokens": 32, "lead_line": True, "lead_stop": 0.2}
     assert tuned_lead_stop(model) == 0.2
+
+
+@pytest.mark.parametrize("leads, written", [
+    ("line/2", {"lead_tokens": 32, "lead_line": True, "lead_beam": 2, "lead_margin": 0.5}),
+    ("line", {"lead_tokens": 32, "lead_line": True}),  # a margin means nothing without a beam
+])
+def test_the_lead_tuner_keeps_the_beams_margin_for_a_beam(tiny_dir, tmp_path, leads, written):
+    from dg_engine.config import tuned_lead_margin
+    from dg_engine.train import tune_lead
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_dir, model)
+    (model / LEAD_CONFIG).write_text(json.dumps({"lead_tokens": 4, "lead_margin": 0.5}))
+    assert tune_lead.main(["--model", str(model), "--cases", "2", "--leads", leads, "--write"]) == 0
+    assert json.loads((model / LEAD_CONFIG).read_text()) == written
+    assert tuned_lead_margin(model) == written.get("lead_margin", 0.0)

@@ -50,6 +50,13 @@ def test_more_exact_losses_than_wins_never_ship():
     assert verdict(wins=4, losses=4, low=0.001, high=0.02) == "better"
 
 
+def test_significantly_more_exact_matches_decide_unless_the_similarity_is_significantly_worse():
+    assert verdict(wins=7, losses=0, low=-0.01, high=0.016) == "better"  # the sign test: p = 0.016
+    assert verdict(wins=0, losses=7, low=-0.016, high=0.01) == "worse"
+    assert verdict(wins=7, losses=0, low=-0.03, high=-0.001) == "tie"  # the similarities disagree
+    assert verdict(wins=5, losses=1, low=-0.01, high=0.016) == "tie"  # p = 0.22: not significant
+
+
 def test_scores_from_other_holes_are_refused():
     old = scores([0] * 40, [0.3] * 40)
     other = scores([0] * 40, [0.3] * 40, middles=[m + " " for m in MIDDLES])

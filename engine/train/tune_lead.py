@@ -132,12 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps({**result, "best": best}, indent=2) + "\n")
     if args.write:
-        from ..config import tuned_lead_stop
+        from ..config import tuned_lead_margin, tuned_lead_stop
 
         path = resolve_source(args.model) / LEAD_CONFIG
-        # The stop threshold was chosen apart (`lead.py`); a new lead keeps it.
+        # The stop threshold and the beam's margin were chosen apart (`lead.py`, `beam.py`), and
+        # measured with this run's leads; a new lead keeps them (the margin only for a beam).
+        config = lead_config(best)
         kept = {"lead_stop": tuned_lead_stop(path.parent)} if tuned_lead_stop(path.parent) < 1.0 else {}
-        path.write_text(json.dumps({**lead_config(best), **kept}, indent=2) + "\n")
+        if config.get("lead_beam", 1) > 1 and tuned_lead_margin(path.parent) > 0:
+            kept["lead_margin"] = tuned_lead_margin(path.parent)
+        path.write_text(json.dumps({**config, **kept}, indent=2) + "\n")
         print(f"wrote {path}")
     return 0
 
