@@ -35,6 +35,9 @@ def test_the_lead_beam_setting_reaches_the_request_and_bad_values_fall_back():
     ctx = extract_context(text, 10, 10, language_for("python", None))
     assert request_for(job(text, 10), ctx).lead_beam is None  # 0: the model's own default
     assert request_for(job(text, 10, leadBeam=3), ctx).lead_beam == 3
+    # Ghost text is the greedy head's unless the user sets a beam.
+    assert request_for(job(text, 10, mode="inline"), ctx).lead_beam == 1
+    assert request_for(job(text, 10, mode="inline", leadBeam=3), ctx).lead_beam == 3
     settings, problems = Settings().update({"leadBeam": 99})
     assert settings.engine.lead_beam == 0 and any("lead_beam" in p for p in problems)
     assert Settings().update({"lead_beam": True})[0].engine.lead_beam == 0
