@@ -158,10 +158,10 @@ def request_for(job: FillJob, ctx: HoleContext, **extra) -> FillRequest:
         canvas_length=engine_settings.canvas_length,
         max_steps=engine_settings.max_steps,
         entropy_bound=engine_settings.entropy_bound,
-        # Ghost text takes the head's greedy line unless the user asks for a beam: the shipped
-        # model's beam makes more fills exact but, on a full context window, tripled the typing
+        # Ghost text takes the head's greedy line unless the user asks for a beam, whatever the
+        # model's default: on a full context window a beam of three tripled the typing
         # benchmark's p95 (`engine/train/README.md`, "A line from a beam"). Code actions and the
-        # command line, asked for and waited on, get the model's own beam.
+        # command line, asked for and waited on, get the model's own choice.
         lead_beam=engine_settings.lead_beam or (1 if job.mode == "inline" else None),
         seed_text=ctx.selected if rewriting else None,
         instruction=job.instruction,
