@@ -197,7 +197,8 @@ class Engine:
         hidden, cache, start = self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens
         if heal is not None:
             hidden, start = healing.rewind(self.model, cache, prompt, start)
-        decode = lead if lines is None or options.lead_beam <= 1 else partial(beam_lead, width=options.lead_beam, margin=options.lead_margin)
+        beam = partial(beam_lead, width=options.lead_beam, margin=options.lead_margin)
+        decode = lead if lines is None or options.lead_beam <= 1 else beam
         led = decode(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
                      lines, None if heal is None else heal.allowed, stop_threshold(request, options.lead_stop))
         return led if heal is None else healing.trim(self.tokenizer, led, heal)

@@ -8,8 +8,9 @@ sign test, and the per-hole differences of edit similarity, resampled with a see
 give an interval for the gain. A model is better when the interval lies above zero and it loses no
 more exact matches than it wins, or when it wins significantly more exact matches than it loses
 (the sign test below 0.05) and the interval does not lie below zero; `verdict` says so in one
-word. Exact match is the measure the targets are set in: a decoding change that makes seven more
-fills exact and none fewer, while the similarity of the rest moves within its noise, is better.
+word. Exact match is the measure the targets are set in: a change that makes seven more of these
+fills exact and none fewer, while the similarity of the rest moves within its noise, is better on
+them (whether it ships also depends on the obvious fills and, for decoding, the quality table).
 
 The per-hole scores are written next to a piece's row (`score.py --per-case`), fingerprinted by
 the holes they were measured on, so a comparison of scores from different holes is refused.
