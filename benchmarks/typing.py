@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import time
 
@@ -134,6 +135,9 @@ def parse_args(argv):
                    help="also retype this many bodies of 300+ line files with a full context window at the "
                         "target interval (0: off)")
     p.add_argument("--quantization", default="none")
+    p.add_argument("--options", type=json.loads, default={}, metavar="JSON",
+                   help='the server\'s initializationOptions, e.g. \'{"leadBeam": 3}\' for ghost text led by a beam')
+    p.add_argument("--name", default="typing", help="the result's name: benchmarks/results/NAME.json")
     p.add_argument("--threads", type=int, default=0, help="the server's torch threads (0: its default; quick: 1)")
     p.add_argument("--single-thread-check", type=int, default=2, metavar="BODIES",
                    help="also retype this many bodies at the target interval with a one-thread server (0: off)")
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
     extra = ["--quantization", args.quantization] if args.quantization != "none" else []
     extra += ["--threads", str(threads)] if threads else []
     # Quick runs only prove the machinery works: a small context keeps each fill cheap.
-    options = {"contextBudget": 256} if args.quick else {}
+    options = {"contextBudget": 256, **args.options} if args.quick else dict(args.options)
     intervals = [int(i) for i in args.intervals.split(",")]
     load_before = os.getloadavg()
     runs = asyncio.run(run_all(model, bodies, intervals, max_edits, extra, options))
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
                        "target_met": long_met, "runs": long_runs},
         "single_thread_runs": comparison,
     }
-    path = common.write("typing", payload, quick=args.quick)
+    path = common.write(args.name, payload, quick=args.quick)
     for r in runs + comparison + long_runs:
         lat = r["latency_ms"]
         print(f"typing @{r['interval_ms']} ms, threads {r['server_threads']}: {r['answered']}/{r['requests']} answered, p50 {lat['p50']} p95 {lat['p95']} "

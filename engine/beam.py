@@ -6,7 +6,8 @@ a row of one encoder cache, and ends a hypothesis where the greedy lead would: a
 middle (the stop tokens, with `lead.py`'s stop threshold) or at the line break that completes the
 line. The finished line with the best length-normalised log-probability wins, and the greedy lead
 goes on from it (the blank lines after it and the middle's end), so all after the first line is
-decoded as before. Every step is one encoder pass over `width` single-token rows.
+decoded as before. Every step is one encoder pass over `width` single-token rows, which read the
+prompt's cache in place and keep only their own tokens (`shared_prefix.py`).
 
 With a `margin` the beam's line replaces the greedy one only when it scores more than `margin`
 above it (the greedy line is found too, `width` 1): where the two are near, the beam's choice is
@@ -25,9 +26,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from transformers import DynamicCache
+
 from .autoregressive import next_token_logits
-from .kvcache import fork
 from .lead import Lead, Lines, extend, lead, looping
+from .shared_prefix import encode_rows, prompt_layers
 
 # How finished lines are ranked: their log-probability over (tokens + stop) ** ALPHA. On the 400
 # held-out holes (seed 0, the tenth piece; greedy: 24 exact at 0.300 edit similarity) 0 favoured
@@ -53,14 +56,6 @@ class Hypothesis:
         return self.logp / max(1, events) ** alpha
 
 
-def encode_rows(model, cache, tokens: torch.Tensor, position: int) -> torch.Tensor:
-    """Encode one token per row (`tokens` [K]) at `position` into a K-row `cache`; hidden [K, 1, H]."""
-    input_ids = tokens[:, None].to(model.device)  # [K, 1]
-    positions = torch.full_like(input_ids, position)  # [K, 1]
-    out = model.model.encoder(input_ids=input_ids, past_key_values=cache, position_ids=positions, use_cache=True)
-    return out.last_hidden_state
-
-
 @torch.inference_mode()
 def beam_line(model, hidden: torch.Tensor, cache, start: int, count: int, stop_ids, lines: Lines,
               first: torch.Tensor | None = None, stop_above: float = 1.0, width: int = 4,
@@ -68,13 +63,14 @@ def beam_line(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
     """The finished first lines, best first, and the encoder passes taken.
 
     `hidden` [1, 1, H] is the prompt's last hidden state, `cache` a one-row cache of its `start`
-    tokens, which this expands to `width` rows and writes into (pass a fork). `first` [K], if
+    tokens, which the hypotheses read and leave as it is. `first` [K], if
     given, holds the only tokens the first may be (`healing.py`). Each step ranks every live
     hypothesis's `width` likeliest tokens and its stop together and keeps the `width` best; a stop
     or a finished line leaves the beam, which ends when no hypothesis is left. A stop weighs what
     the likeliest stop token does, or counts as certain once the stop tokens together pass
     `stop_above` after some text: with `width` 1 this is the greedy lead, token for token."""
     stops = torch.tensor(sorted(stop_ids), device=hidden.device)
+    prompt, tails = prompt_layers(cache), DynamicCache()  # tails: [K rows] of each hypothesis's own tokens
     live, done, passes = [Hypothesis()], [], 0
     for _ in range(count):
         probs = torch.softmax(next_token_logits(model, hidden).float(), -1)  # [K, V]
@@ -117,9 +113,9 @@ def beam_line(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
         live = survivors
         if not live or len(live[0].ids) >= count:
             break
-        cache.reorder_cache(torch.tensor(rows, device=hidden.device))
+        tails.reorder_cache(torch.tensor(rows, device=hidden.device))
         tokens = torch.tensor([h.ids[-1] for h in live])
-        hidden = encode_rows(model, cache, tokens, start + len(live[0].ids) - 1)
+        hidden = encode_rows(model, prompt, tails, tokens, start + len(live[0].ids) - 1)
         passes += 1
     for hyp in live:  # lines cut at `count` tokens, as the greedy lead cuts them
         hyp.cut = True
@@ -134,12 +130,10 @@ def beam_lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
     """`lead.lead` with its first line chosen by `beam_line`; the same arguments and result. The
     one-row `cache` ends holding the prompt and the lead's tokens but the last, as `lead` leaves it.
     A `margin` above zero keeps the greedy line unless the beam's scores more than that above it."""
-    hyps, passes = beam_line(model, hidden, fork(cache, 1), start, count, stop_ids, lines, first, stop_above,
-                             width, alpha)
+    hyps, passes = beam_line(model, hidden, cache, start, count, stop_ids, lines, first, stop_above, width, alpha)
     best = hyps[0]
     if margin > 0 and width > 1:
-        greedy, more = beam_line(model, hidden, fork(cache, 1), start, count, stop_ids, lines, first, stop_above,
-                                 1, alpha)
+        greedy, more = beam_line(model, hidden, cache, start, count, stop_ids, lines, first, stop_above, 1, alpha)
         passes += more
         if best.score(alpha) - greedy[0].score(alpha) <= margin:
             best = greedy[0]
