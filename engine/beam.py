@@ -66,9 +66,10 @@ def beam_line(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
     tokens, which the hypotheses read and leave as it is. `first` [K], if
     given, holds the only tokens the first may be (`healing.py`). Each step ranks every live
     hypothesis's `width` likeliest tokens and its stop together and keeps the `width` best; a stop
-    or a finished line leaves the beam, which ends when no hypothesis is left. A stop weighs what
-    the likeliest stop token does, or counts as certain once the stop tokens together pass
-    `stop_above` after some text: with `width` 1 this is the greedy lead, token for token."""
+    or a finished line leaves the beam, which ends when no hypothesis is left. A hypothesis may
+    stop only where the greedy lead would: where a stop token is its likeliest (weighing what that
+    token does) or the stop tokens together pass `stop_above` after some text (counted as
+    certain). With `width` 1 this is the greedy lead, token for token."""
     stops = torch.tensor(sorted(stop_ids), device=hidden.device)
     prompt, tails = prompt_layers(cache), DynamicCache()  # tails: [K rows] of each hypothesis's own tokens
     live, done, passes = [Hypothesis()], [], 0
@@ -84,8 +85,9 @@ def beam_line(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
             else:
                 p_stop = p[stops]
                 certain = bool(hyp.ids) and float(p_stop.sum()) > stop_above
-                stop_logp = 0.0 if certain else math.log(max(float(p_stop.max()), 1e-30))
-                pool.append((hyp.logp + stop_logp, row, None, float(p_stop.sum())))
+                if certain or float(p_stop.max()) >= float(p.max()):  # where the greedy lead would stop
+                    stop_logp = 0.0 if certain else math.log(max(float(p_stop.max()), 1e-30))
+                    pool.append((hyp.logp + stop_logp, row, None, float(p_stop.sum())))
                 p = p.clone()
                 p[stops] = 0.0
             top = torch.topk(p, width)

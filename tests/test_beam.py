@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from dg_engine import FillRequest
 from dg_engine.beam import Hypothesis, beam_line, beam_lead
@@ -110,3 +111,29 @@ def test_an_engine_fill_with_a_beam_writes_its_line_then_the_canvas(engine):
     wide = engine.fill(FillRequest(PREFIX, SUFFIX, seed=2, lead_tokens=6, lead_line=True, lead_beam=4))
     cand = wide.candidates[0]
     assert 0 < cand.lead <= 6 and wide.canvases == 1 and len(cand.token_ids) > cand.lead
+
+
+class Fixed:
+    """A head that gives every row the same distribution: tokens 0 and 1, and the stop 5."""
+
+    def __init__(self, probs: dict[int, float]):
+        self.logits = torch.full((6,), -1e9)
+        for token, p in probs.items():
+            self.logits[token] = math.log(p)
+
+    def __call__(self, model, hidden):
+        return self.logits.expand(hidden.shape[0], -1)
+
+
+@pytest.mark.parametrize("p_stop, stops", [(0.35, False), (0.45, True)])
+def test_the_beam_ends_the_middle_only_where_the_greedy_head_would(monkeypatch, p_stop, stops):
+    """A stop that is not a row's likeliest token (and below the threshold) is not a finished line:
+    scored as one it beat every line of text, ending multi-line middles after their first line."""
+    import dg_engine.beam as beam
+
+    monkeypatch.setattr(beam, "next_token_logits", Fixed({0: 0.4, 1: 1 - 0.4 - p_stop, 5: p_stop}))
+    monkeypatch.setattr(beam, "encode_rows", lambda model, prompt, tails, tokens, position: torch.zeros(len(tokens), 1, 4))
+    hyps, _ = beam_line(None, torch.zeros(1, 1, 4), DynamicCache(), 10, 6, {5}, EveryThird(), width=3)
+    assert hyps[0].stopped == stops
+    assert hyps[0].ids == ([] if stops else [0, 0, 0])
+    assert all(not h.stopped for h in hyps) or stops
