@@ -25,7 +25,6 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-
 from transformers import DynamicCache
 
 from .autoregressive import next_token_logits

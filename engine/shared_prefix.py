@@ -2,11 +2,12 @@
 
 The beam's hypotheses (`beam.py`) are a handful of rows that differ only in the few tokens each has
 written after the prompt. Keeping them as rows of an ordinary cache means a copy of the prompt's
-keys and values per row, made again by every reorder: at a full context window that copy, not the
-model, was the beam's cost (ghost text at p50 487 ms against the greedy head's 53 in 300-line
-files, `benchmarks/results/typing_beam_margin.json`). Here the prompt's one-row cache is read in
+keys and values per row, made again by every reorder. Here the prompt's one-row cache is read in
 place and each row keeps only its own tokens in a small cache of its own (`tails`); attention
-scores a row's query against both and takes one softmax over the two.
+scores a row's query against both and takes one softmax over the two. In 300-line files with a
+full context window that took ghost text with a beam of three from p50 / p95 487 / 903 ms to
+343 / 567 ms (`benchmarks/results/typing_beam_margin.json`, `typing_beam_shared.json`); the rest
+is the beam's own passes.
 
 It plugs into the model through transformers' own extension point: an attention function
 registered with `AttentionInterface`, selected for the duration of one encoder pass, which is
@@ -28,7 +29,8 @@ NAME = "dg_shared_prefix"
 
 def _attend(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask, scaling=None,
             sliding_window=None, shared_prefix=None, **_) -> tuple[torch.Tensor, None]:
-    """`query` [K, H, 1, D] against the prompt's layer (keys, values: [1, G, L, D] each, G key heads) and each row's own `key`/`value` [K, G, T, D]; returns [K, 1, H, D] as sdpa does."""
+    """`query` [K, H, 1, D] against the prompt's layer (keys, values: [1, G, L, D] each, G key
+    heads) and each row's own `key`/`value` [K, G, T, D]; returns [K, 1, H, D] as sdpa does."""
     rows, heads, q_len, dim = query.shape
     assert q_len == 1, "shared-prefix attention takes the newest token of each row only"
     keys, values = shared_prefix[module.layer_idx]
