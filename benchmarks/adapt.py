@@ -7,7 +7,8 @@ holes from (single lines, multi-line spans, random spans). For each adapter kind
 the benchmark adapts for at most `--minutes` CPU-minutes with the real `dg_engine.adapt.train`
 and fills the same holes through the server's pipeline, before and after; it also fills holes
 from the held-out standard library with and without the adapter, to see what adapting costs
-elsewhere. Recorded: exact match and edit similarity, minutes spent, steps and adapter size.
+elsewhere. Recorded: exact match and edit similarity, the diffusion loss on the held files (what the
+adapter learnt, whether or not the fills show it), minutes spent, steps and adapter size.
 
 Targets: single-line exact match doubled or up 10 points (whichever is more), and at most
 2 points lost on the held-out standard library.
@@ -31,11 +32,16 @@ from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
+import torch
+
 from dg_engine import EngineConfig, load_engine
 from dg_engine.adapt.files import Selection
 from dg_engine.adapt.train import AdaptConfig, adapt
 from dg_engine.loader import resolve_source
+from dg_engine.prompt import FimFormat
 from dg_engine.train.corpus import SourceFile
+from dg_engine.train.examples import ExampleConfig, ExampleSource
+from dg_engine.train.loop import TrainConfig, validate
 from dg_lsp.settings import Settings
 
 from . import common
@@ -98,6 +104,16 @@ def quality(model: str, cases, adapter: str = "") -> dict:
     return score(cases, fills(engine, cases, "fim", Settings()), None)
 
 
+def held_loss(model: str, held: list[SourceFile], adapter: str = "") -> float:
+    """The diffusion loss on holes of the held files, measured as the training measures its held-out
+    loss (`loop.validate`, fp32): what adapting learnt, whether or not the fills show it."""
+    engine = load_engine(EngineConfig(model=model, adapter=adapter, threads=THREADS, dtype="float32",
+                                      quantization="none"))
+    source = ExampleSource(held, FimFormat(engine.tokenizer, engine.format.specials), ExampleConfig(max_prompt_tokens=384))
+    with torch.no_grad():
+        return validate(engine.model, source, TrainConfig(out=""), engine.device)
+
+
 def adapter_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
 
@@ -112,19 +128,20 @@ def project_cases(name: str, version: str, holes: dict) -> tuple[list[SourceFile
 def project_before(name: str, version: str, model: str, holes: dict) -> dict:
     learn, held, cases = project_cases(name, version, holes)
     return {"project": f"{name}=={version}", "files": {"learn": len(learn), "held": len(held)},
-            "holes_by_kind": holes_by_kind(cases), "before": quality(model, cases)}
+            "holes_by_kind": holes_by_kind(cases), "before": quality(model, cases), "held_loss": held_loss(model, held)}
 
 
 def adapt_kind(name: str, version: str, model: str, kind: str, minutes: float, holes: dict, stdlib) -> dict:
     """One adapter kind on one project: adapt on the learn files, then fill the project's and the
     standard library's holes with it."""
-    learn, _, cases = project_cases(name, version, holes)
+    learn, held, cases = project_cases(name, version, holes)
     with tempfile.TemporaryDirectory(prefix=f"dg-adapt-{name}-{kind}-") as tmp:
         out = Path(tmp) / "adapter"
         info = adapt(resolve_source(model), Selection(learn), out, Path(tmp) / "run",
                      AdaptConfig(minutes=minutes, kind=kind), workspace=name, progress=False)
         return {"minutes": info.minutes, "steps": info.steps, "tokens": info.tokens,
-                "adapter_bytes": adapter_bytes(out), "after": quality(model, cases, str(out)),
+                "adapter_bytes": adapter_bytes(out), "held_loss": held_loss(model, held, str(out)),
+                "after": quality(model, cases, str(out)),
                 "stdlib_after": quality(model, stdlib, str(out))}
 
 
@@ -213,8 +230,9 @@ def rejudge(path: Path) -> None:
 def report(rows: list[dict]) -> None:
     for row in rows:
         for kind, j in row["judged"].items():
+            loss = f", held-file loss {row['held_loss']:.4f} -> {row['kinds'][kind]['held_loss']:.4f}" if "held_loss" in row else ""
             print(f"{row['project']} {kind}: single-line EM {j['single_line_before']:.1%} -> {j['single_line_after']:.1%} "
-                  f"(target {j['single_line_target']:.1%}), stdlib {j['stdlib_change']:+.1%}")
+                  f"(target {j['single_line_target']:.1%}), stdlib {j['stdlib_change']:+.1%}{loss}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

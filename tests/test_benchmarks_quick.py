@@ -227,6 +227,9 @@ def test_adapt_quick_runs_projects_side_by_side(tmp_path, monkeypatch):
         assert run["steps"] >= 1 and run["tokens"] > 0 and run["adapter_bytes"] > 0
         assert run["after"]["counts"]["cases"] == row["before"]["counts"]["cases"]
         assert run["stdlib_after"]["counts"]["cases"] == row["stdlib_before"]["counts"]["cases"] > 0
+        # The held files' loss is measured with the adapter on, so it moves when the weights do.
+        assert 0 < run["held_loss"] < 20 and run["held_loss"] != row["held_loss"]
+    assert 0 < row["held_loss"] < 20
     assert set(row["judged"]) == {"full", "lora"}
 
 
