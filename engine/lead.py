@@ -15,11 +15,12 @@ quality benchmark's 60, while holes that end their line gained (HumanEval's sing
 held-out random spans (seed 1) that took them from 0.199 to 0.222, where one unhealed token lost
 (0.187). A head that writes on until its text meets the rest of the line (the first eight
 characters after the cursor, outside any bracket it opened) did worse: 0.162 to 0.129 on 60
-held-out random spans (seed 1), ending most of them early on a match that came too soon. Nor does the head choose well between its
-own fill and the decoder's: on the 151 holes of the 400 held-out ones that close inside a line,
-taking the head's greedy fill (written to its stop) wherever its log-probability, stop included,
-beat the decoder's fill's gave 0.147 edit similarity against the decoder's 0.230 (a sum favours
-short and empty fills), and 0.208 with the mean per token and empty fills left out.
+held-out random spans (seed 1), ending most of them early on a match that came too soon. Nor
+does the head choose well between its own fill and the decoder's: on the 151 holes of the 400
+held-out ones that close inside a line, taking the head's greedy fill (written to its stop)
+wherever its log-probability, stop included, beat the decoder's fill's gave 0.147 edit similarity
+against the decoder's 0.230 (a sum favours short and empty fills), and 0.208 with the mean per
+token and empty fills left out.
 
 A model directory opts in with `lead_config.json` (`{"lead_tokens": 4}`, or `{"lead_tokens": 32,
 "lead_line": true}` for a head that writes the whole first line), written by the tuning that
