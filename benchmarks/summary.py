@@ -157,6 +157,9 @@ def headline_rows(r: dict[str, dict]) -> list[tuple]:
                          j["single_line_met"]))
             rows.append(("adapt", f"{row['project']}, {kind} adapter: edit similarity of the held-out files' fills",
                          f"{row['before']['edit_similarity']:.3f} → {k['after']['edit_similarity']:.3f}", "", None))
+            if "held_loss" in k and "held_loss" in row:
+                rows.append(("adapt", f"{row['project']}, {kind} adapter: diffusion loss on the held-out files' holes",
+                             f"{row['held_loss']:.3f} → {k['held_loss']:.3f}", "", None))
             rows.append(("adapt", f"{row['project']}, {kind} adapter: held-out stdlib exact match change",
                          f"{j['stdlib_change']:+.1%}", "≥ -2 points", j["stdlib_met"]))
     for layout, sets in ((r.get("layouts") or {}).get("layouts") or {}).items():

@@ -231,6 +231,18 @@ def test_adapt_quick_runs_projects_side_by_side(tmp_path, monkeypatch):
         assert 0 < run["held_loss"] < 20 and run["held_loss"] != row["held_loss"]
     assert 0 < row["held_loss"] < 20
     assert set(row["judged"]) == {"full", "lora"}
+    # The summary shows the loss before and after each adapter; results written before the field
+    # existed still summarise, without those rows.
+    from benchmarks.summary import headline_rows
+
+    def loss_rows(result):
+        return [r for r in headline_rows({"adapt": result}) if "diffusion loss" in r[1]]
+
+    shown = loss_rows(data)
+    assert len(shown) == 2 and shown[0][2] == f"{row['held_loss']:.3f} → {row['kinds']['full']['held_loss']:.3f}"
+    older = {**data, "projects": [{**row, "kinds": {k: {f: v for f, v in run.items() if f != "held_loss"}
+                                                   for k, run in row["kinds"].items()}}]}
+    assert loss_rows(older) == [] and len([r for r in headline_rows({"adapt": older}) if r[0] == "adapt"]) == 6
 
 
 def test_decode_quick():
