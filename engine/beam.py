@@ -130,7 +130,9 @@ def beam_lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
               alpha: float = ALPHA, margin: float = 0.0) -> Lead:
     """`lead.lead` with its first line chosen by `beam_line`; the same arguments and result. The
     one-row `cache` ends holding the prompt and the lead's tokens but the last, as `lead` leaves it.
-    A `margin` above zero keeps the greedy line unless the beam's scores more than that above it."""
+    A `margin` above zero keeps the greedy line unless the beam's scores more than that above it
+    (`math.inf`: always the greedy line, the beam only finding alternatives). The other finished
+    lines, best first, are the result's `alternatives`."""
     hyps, passes = beam_line(model, hidden, cache, start, count, stop_ids, lines, first, stop_above, width, alpha)
     best = hyps[0]
     if margin > 0 and width > 1:
@@ -138,7 +140,9 @@ def beam_lead(model, hidden: torch.Tensor, cache, start: int, count: int, stop_i
         passes += more
         if best.score(alpha) - greedy[0].score(alpha) <= margin:
             best = greedy[0]
-    led = Lead(ids=best.ids, confidences=best.confidences, stopped=best.stopped, passes=passes)
+    others = [h for h in hyps if h.ids and (h.stopped or h.ended_line) and h.ids != best.ids]
+    led = Lead(ids=best.ids, confidences=best.confidences, stopped=best.stopped, passes=passes,
+               alternatives=[Lead(ids=h.ids, confidences=h.confidences, stopped=True) for h in others])
     if not best.ended_line or len(best.ids) >= count:
         return led
     # The blank lines after the line and the middle's end are the greedy lead's, from the line's end.

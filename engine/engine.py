@@ -8,6 +8,7 @@ engine is not thread-safe on purpose: the server runs it on a single compute wor
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from functools import partial
@@ -165,7 +166,8 @@ class Engine:
                 plan, strategy = self._fresh_plan(options)
         denoise_ms = (time.perf_counter() - started) * 1000 - prefill_ms
         if led.stopped:
-            candidates = [cands.head_only(self.tokenizer, self._stop, led.ids, led.confidences, led.passes)]
+            candidates = [cands.head_only(self.tokenizer, self._stop, line.ids, line.confidences, led.passes)
+                          for line in [led, *led.alternatives][: max(1, request.n)]]
         else:
             tokens = torch.cat(tokens, -1)  # [N, C * canvases]
             if not request.lengths and pinned_rows is None:
@@ -197,8 +199,12 @@ class Engine:
         hidden, cache, start = self.prefix_cache.last_hidden, fork(prefill.cache, 1), prefill.prompt_tokens
         if heal is not None:
             hidden, start = healing.rewind(self.model, cache, prompt, start)
-        beam = partial(beam_lead, width=options.lead_beam, margin=options.lead_margin)
-        decode = lead if lines is None or options.lead_beam <= 1 else beam
+        # Several candidates of a middle the head ends would be one line n times: the beam finds
+        # the others, and without a beam of the model's own (`lead_beam` 1) the greedy line stays first.
+        width = max(options.lead_beam, request.n if request.n > 1 else 0)
+        margin = options.lead_margin if options.lead_beam > 1 else math.inf
+        beam = partial(beam_lead, width=width, margin=margin)
+        decode = lead if lines is None or width <= 1 else beam
         led = decode(self.model, hidden, cache, start, options.lead_tokens if ends_line else 1, self.format.stop_ids,
                      lines, None if heal is None else heal.allowed, stop_threshold(request, options.lead_stop))
         return led if heal is None else healing.trim(self.tokenizer, led, heal)

@@ -95,4 +95,5 @@ def trim(tokenizer, led: Lead, heal: Heal) -> Lead:
     rest = tokenizer.decode(led.ids[:1])[len(heal.text):]
     head = list(tokenizer(rest, add_special_tokens=False)["input_ids"]) if rest else []
     return Lead(ids=head + led.ids[1:], confidences=led.confidences[:1] * len(head) + led.confidences[1:],
-                stopped=led.stopped, passes=led.passes + 1)  # + the pass that encoded <fim_middle> again
+                stopped=led.stopped, passes=led.passes + 1,  # + the pass that encoded <fim_middle> again
+                alternatives=[trim(tokenizer, a, heal) for a in led.alternatives])

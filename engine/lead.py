@@ -47,6 +47,9 @@ class Lead:
     confidences: list[float] = field(default_factory=list)  # the head's probability of each token
     stopped: bool = False  # the head ended the middle within its tokens: no canvas is needed
     passes: int = 0  # single-token encoder passes after the prompt's
+    # Other whole first lines the beam found, best first (`beam.py`): a request for several
+    # candidates gets them when the head ends the middle, since the greedy line would be repeated.
+    alternatives: list[Lead] = field(default_factory=list)
 
 
 def extend(model, cache, ids: list[int], start: int) -> torch.Tensor:

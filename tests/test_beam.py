@@ -137,3 +137,31 @@ def test_the_beam_ends_the_middle_only_where_the_greedy_head_would(monkeypatch, 
     assert hyps[0].stopped == stops
     assert hyps[0].ids == ([] if stops else [0, 0, 0])
     assert all(not h.stopped for h in hyps) or stops
+
+
+def test_the_lead_keeps_the_beams_other_finished_lines_as_alternatives(monkeypatch):
+    """With an infinite margin the greedy line leads; the beam's other lines come after it, each
+    different from it and from each other, as whole middles."""
+    import dg_engine.beam as beam
+
+    monkeypatch.setattr(beam, "next_token_logits", Fixed({0: 0.5, 1: 0.3, 5: 0.2}))
+    monkeypatch.setattr(beam, "encode_rows", lambda model, prompt, tails, tokens, position: torch.zeros(len(tokens), 1, 4))
+    monkeypatch.setattr(beam, "extend", lambda model, cache, ids, start: torch.zeros(1, 1, 4))
+    monkeypatch.setattr(beam, "lead", lambda *args, prior=None, **kwargs: prior)
+    led = beam_lead(None, torch.zeros(1, 1, 4), DynamicCache(), 10, 6, {5}, EveryThird(), width=3, margin=math.inf)
+    assert led.ids == [0, 0, 0]  # the greedy line
+    others = [a.ids for a in led.alternatives]
+    assert others and len(others) <= 2 and [0, 0, 0] not in others and len(set(map(tuple, others))) == len(others)
+    assert all(a.stopped and len(a.ids) == 3 for a in led.alternatives)
+    # Healing trims the alternatives as it trims the line they stand beside.
+    from dg_engine import healing
+
+    class Tok:
+        def decode(self, ids):
+            return "ab"
+
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [9]}
+
+    trimmed = healing.trim(Tok(), led, healing.Heal(text="a", allowed=torch.tensor([0])))
+    assert trimmed.ids[0] == 9 and all(a.ids[0] == 9 for a in trimmed.alternatives)

@@ -53,3 +53,17 @@ def test_the_shipped_model_makes_the_obvious_fills_it_is_known_for(name):
     assert engine.defaults.lead_line and engine.defaults.lead_tokens == 32
     case = next(c for c in CASES if c.name == name)
     assert fill_case(engine, case).strip() == case.want
+
+
+def test_several_candidates_of_a_line_the_head_ends_are_different_lines(embedded):
+    """The head writes the whole line and ends the middle here, so without the beam's other lines
+    every candidate would be that one line; the first stays the line a single candidate gets."""
+    from dg_engine import FillRequest
+
+    prefix, suffix = "def add(a, b):\n    return ", "\n\n\nprint(add(1, 2))\n"
+    one = embedded.fill(FillRequest(prefix, suffix, n=1, max_canvases=1, seed=0)).candidates
+    four = embedded.fill(FillRequest(prefix, suffix, n=4, max_canvases=1, seed=0)).candidates
+    texts = [c.text.strip() for c in four]
+    assert len(one) == 1 and one[0].finished and one[0].lead == len(one[0].token_ids)  # the head's line alone
+    assert 2 <= len(four) <= 4 and four[0].text == one[0].text
+    assert len(set(texts)) >= 2 and all(c.finished and c.text.strip() for c in four)
