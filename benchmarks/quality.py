@@ -88,8 +88,12 @@ def syntax_errors(text: str) -> int:
 # Scoring --------------------------------------------------------------------------------------
 
 
-def score(cases: list[Case], fills: list[str], executor: Executor | None) -> dict:
-    """Exact match, edit similarity, no-new-syntax-error share and (with tests) pass@1."""
+def score(cases: list[Case], fills: list[str], executor: Executor | None, offered: list[list[str]] | None = None) -> dict:
+    """Exact match, edit similarity, no-new-syntax-error share and (with tests) pass@1.
+
+    With `offered` (every text the server offers per case, best first) and more than one offered
+    somewhere: how often any of them is exact, or passes, the share a user cycling through the
+    editor's suggestions would find."""
     originals = [syntax_errors(c.original) for c in cases]
     exact = [exact_match(f, c.middle) for f, c in zip(fills, cases)]
     similar = [edit_similarity(f, c.middle) for f, c in zip(fills, cases)]
@@ -108,6 +112,13 @@ def score(cases: list[Case], fills: list[str], executor: Executor | None) -> dic
         out["pass_at_1"] = _mean([o.passed for o in outcomes])
         for status in ("passed", "failed", "timeout"):
             out["counts"][status] = sum(o.status == status for o in outcomes)
+    if offered is not None and any(len(texts) > 1 for texts in offered):
+        out["offered_per_case"] = _mean(len(texts) for texts in offered)
+        out["exact_in_offered"] = _mean(any(exact_match(t, c.middle) for t in texts) for texts, c in zip(offered, cases))
+        if "pass_at_1" in out:
+            flat = [(i, c.filled(t) + "\n" + c.test) for i, (texts, c) in enumerate(zip(offered, cases)) for t in texts]
+            passed = {i for (i, _), o in zip(flat, executor.run_many([p for _, p in flat])) if o.passed}
+            out["pass_in_offered"] = _mean(i in passed for i in range(len(cases)))
     return out
 
 
@@ -236,9 +247,9 @@ def evaluate(args) -> dict:
         test_runner = executor if name in SETS else None
         results[name] = {"cases": len(cases), "max_canvases": max_canvases(name), "systems": {}}
         for system, made in fills[name].items():
-            raw, shown, ms = (list(x) for x in zip(*made))
+            raw, shown, ms, offered = (list(x) for x in zip(*made))
             results[name]["systems"][system] = {
-                "processed": score(cases, shown, test_runner),
+                "processed": score(cases, shown, test_runner, offered),
                 "raw": score(cases, raw, test_runner),
                 "latency_ms": common.summary(ms),
             }

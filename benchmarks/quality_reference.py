@@ -35,7 +35,7 @@ def rerun(args) -> dict[str, dict]:
         runner = executor if name in SETS else None
         scores[name] = {}
         for system in SYSTEMS:
-            raw, shown, ms = (list(x) for x in zip(*fills[name][system]))
+            raw, shown, ms, _ = (list(x) for x in zip(*fills[name][system]))
             scores[name][system] = {"processed": quality.score(cases, shown, runner),
                                     "raw": quality.score(cases, raw, runner), "latency_ms": common.summary(ms)}
             print(f"{name:22s} {system:14s} {quality._line(scores[name][system]['processed'])}", file=sys.stderr)

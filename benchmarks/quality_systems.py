@@ -20,7 +20,8 @@ from multiprocessing import get_context
 
 from .humaneval import Case
 
-Fill = tuple[str, str, float]  # (raw, shown by the server, milliseconds)
+# (raw, shown by the server, milliseconds, every distinct text the server offers, best first)
+Fill = tuple[str, str, float, list[str]]
 _ENGINES: dict[str, object] = {}
 
 
@@ -64,12 +65,14 @@ def contexts(cases: list[Case], budget: int) -> list[tuple]:
     return out
 
 
-def choose(texts: list[str], scores: list[float], ctx, spec) -> str:
-    """The fill the server shows: rank order (no new syntax errors, then confidence), non-blank first."""
+def offered(texts: list[str], scores: list[float], ctx, spec) -> list[str]:
+    """What the server offers, best first: rank order (no new syntax errors, then confidence),
+    repeats dropped, the non-blank texts before a blank one (which is offered only if nothing else is)."""
     from dg_lsp.syntax import rank
 
-    order = rank(list(zip(texts, scores)), ctx, spec)
-    return next((texts[i] for i in order if texts[i].strip()), texts[order[0]])
+    order = [texts[i] for i in rank(list(zip(texts, scores)), ctx, spec)]
+    kept = list(dict.fromkeys(t for t in order if t.strip()))
+    return kept or order[:1]
 
 
 def run_diffusion(engine, ctxs, n: int, canvases: int, seed: int) -> list[Fill]:
@@ -81,8 +84,8 @@ def run_diffusion(engine, ctxs, n: int, canvases: int, seed: int) -> list[Fill]:
         started = time.perf_counter()
         result = engine.fill(FillRequest(prefix=ctx.prefix, suffix=ctx.suffix, n=n, max_canvases=canvases, seed=seed))
         cleaned = [postprocess(c.text, ctx, spec) for c in result.candidates]
-        shown = choose(cleaned, [c.mean_confidence for c in result.candidates], ctx, spec)
-        out.append((result.candidates[0].text, shown, (time.perf_counter() - started) * 1000))
+        texts = offered(cleaned, [c.mean_confidence for c in result.candidates], ctx, spec)
+        out.append((result.candidates[0].text, texts[0], (time.perf_counter() - started) * 1000, texts))
     return out
 
 
@@ -102,7 +105,8 @@ def run_ar(engine, ctxs, max_new_tokens: int) -> list[Fill]:
                                 None if heal is None else heal.allowed)
         raw = engine.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         raw = raw if heal is None else raw[len(heal.text):]
-        out.append((raw, postprocess(raw, ctx, spec), (time.perf_counter() - started) * 1000))
+        shown = postprocess(raw, ctx, spec)
+        out.append((raw, shown, (time.perf_counter() - started) * 1000, [shown]))
     return out
 
 
@@ -122,7 +126,8 @@ def run_fixed(fills: list[str], ctxs) -> list[Fill]:
     out = []
     for fill, (ctx, spec) in zip(fills, ctxs):
         started = time.perf_counter()
-        out.append((fill, postprocess(fill, ctx, spec), (time.perf_counter() - started) * 1000))
+        shown = postprocess(fill, ctx, spec)
+        out.append((fill, shown, (time.perf_counter() - started) * 1000, [shown]))
     return out
 
 

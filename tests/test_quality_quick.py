@@ -39,7 +39,7 @@ def test_exact_match_ignores_trailing_whitespace_only():
 def test_edit_similarity():
     assert quality.levenshtein("kitten", "sitting") == 3
     assert quality.levenshtein("", "abc") == 3
-    assert quality.edit_similarity("abc", "abd") == pytest.approx(2 / 3)
+    assert quality.edit_similarity("abc", "abd") == pytest.approx(2 / 3, abs=1e-3)
     assert quality.edit_similarity("", "") == 1.0
     assert quality.edit_similarity("", "abc") == 0.0
     assert quality.edit_similarity("x = 1  \n", "x = 1") == 1.0
@@ -54,6 +54,25 @@ def test_sandbox_passes_fails_times_out_and_blocks_sockets():
     assert blocked.status == "failed" and "network access is disabled" in blocked.detail
     raw = run_program("import _socket\ns = _socket.socket()\ns.connect(('127.0.0.1', 9))\n")
     assert raw.status == "failed" and "network access is disabled" in raw.detail
+
+
+def test_offered_texts_count_when_any_of_them_is_right():
+    """A user cycling through the editor's suggestions finds the right one if any is right: the
+    offered share counts a case once, whichever of its texts is exact or passes."""
+    from benchmarks.humaneval import Executor
+
+    program = "def add(a, b):\n    return {}\n"
+    test = "assert add(2, 3) == 5\n"
+    cases = [Case("he_single_line", f"t/{i}", "single_line", program.format(""), len(program.format("")) - 1, "a + b", test)
+             for i in range(3)]
+    shown = ["a - b", "a + b", "b"]
+    offered = [["a - b", "a + b"], ["a + b"], ["b", "a * b"]]
+    metrics = quality.score(cases, shown, Executor(5.0, 2), offered)
+    assert metrics["exact_match"] == pytest.approx(1 / 3, abs=1e-3) and metrics["pass_at_1"] == pytest.approx(1 / 3, abs=1e-3)
+    assert metrics["exact_in_offered"] == pytest.approx(2 / 3, abs=1e-3) and metrics["pass_in_offered"] == pytest.approx(2 / 3, abs=1e-3)
+    assert metrics["offered_per_case"] == pytest.approx(5 / 3, abs=1e-3)
+    # One text per case (a single candidate) adds nothing.
+    assert "exact_in_offered" not in quality.score(cases, shown, None, [[t] for t in shown])
 
 
 def test_syntax_errors_and_previous_line_baseline():
