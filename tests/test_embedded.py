@@ -67,3 +67,6 @@ def test_several_candidates_of_a_line_the_head_ends_are_different_lines(embedded
     assert len(one) == 1 and one[0].finished and one[0].lead == len(one[0].token_ids)  # the head's line alone
     assert 2 <= len(four) <= 4 and four[0].text == one[0].text
     assert len(set(texts)) >= 2 and all(c.finished and c.text.strip() for c in four)
+    # Ghost text pins the greedy head (`lead_beam` 1) for its latency: no beam, so one line.
+    pinned = embedded.fill(FillRequest(prefix, suffix, n=4, max_canvases=1, seed=0, lead_beam=1)).candidates
+    assert [c.text for c in pinned] == [one[0].text]
