@@ -65,12 +65,12 @@ def contexts(cases: list[Case], budget: int) -> list[tuple]:
     return out
 
 
-def offered(texts: list[str], scores: list[float], ctx, spec) -> list[str]:
-    """What the server offers, best first: rank order (no new syntax errors, then confidence),
+def offered(texts: list[str], ctx, spec) -> list[str]:
+    """What the server offers, best first: rank order (no new syntax errors, then the engine's order),
     repeats dropped, the non-blank texts before a blank one (which is offered only if nothing else is)."""
     from dg_lsp.syntax import rank
 
-    order = [texts[i] for i in rank(list(zip(texts, scores)), ctx, spec)]
+    order = [texts[i] for i in rank(texts, ctx, spec)]
     kept = list(dict.fromkeys(t for t in order if t.strip()))
     return kept or order[:1]
 
@@ -84,7 +84,7 @@ def run_diffusion(engine, ctxs, n: int, canvases: int, seed: int) -> list[Fill]:
         started = time.perf_counter()
         result = engine.fill(FillRequest(prefix=ctx.prefix, suffix=ctx.suffix, n=n, max_canvases=canvases, seed=seed))
         cleaned = [postprocess(c.text, ctx, spec) for c in result.candidates]
-        texts = offered(cleaned, [c.mean_confidence for c in result.candidates], ctx, spec)
+        texts = offered(cleaned, ctx, spec)
         out.append((result.candidates[0].text, texts[0], (time.perf_counter() - started) * 1000, texts))
     return out
 

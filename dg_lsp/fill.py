@@ -210,7 +210,7 @@ def _fill(engine, job: FillJob, ctx, spec, cancel, on_step, started: float) -> F
         raw = clean_chat_answer(cand.text, ctx.prefix) if chat and not rewriting else cand.text
         text = raw if rewriting else postprocess(raw, ctx, spec)
         cleaned.append((text, cand.mean_confidence, cand))
-    order = rank([(t, c) for t, c, _ in cleaned], ctx, spec) if not rewriting else range(len(cleaned))
+    order = rank([t for t, _, _ in cleaned], ctx, spec) if not rewriting else range(len(cleaned))
     texts, confidences, seen, best = [], [], set(), None
     for i in order:
         text, conf, cand = cleaned[i]

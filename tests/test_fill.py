@@ -160,3 +160,30 @@ def test_cross_file_chunks_come_from_similar_open_and_recently_closed_files():
     assert chunks and "area_of_circle" in chunks[-1] and all("unrelated_function" not in c for c in chunks)
     index.reopened(helper.uri)
     assert index.recent() == []
+
+
+class _OrderedEngine:
+    """An engine whose candidates come best first with the likelier tokens last, as a beam's
+    other lines do: the greedy line first, then shorter lines of near-certain tokens."""
+
+    def __init__(self, texts_and_confidences):
+        from dg_engine.candidates import Candidate
+
+        self.candidates = [Candidate(text=t, token_ids=[1] * len(t), token_offsets=[(i, i + 1) for i in range(len(t))],
+                                     confidences=[c] * len(t), steps=1, tokens_per_forward=1.0, finished=True)
+                           for t, c in texts_and_confidences]
+
+    def fill(self, request, cancel=None, on_step=None):
+        from dg_engine import FillResult
+
+        return FillResult(candidates=list(self.candidates), prompt_tokens=1, reused_tokens=0, encoded_tokens=1,
+                          prefill_ms=0.0, denoise_ms=0.0)
+
+
+def test_the_server_offers_the_engines_order_after_moving_fills_that_break_the_syntax_last():
+    text = "def f(items):\n    total = 0\n    \n    return total\n"
+    at = text.index("    \n") + 4
+    engine = _OrderedEngine([("total += len(items)", 0.3), ("total += (", 0.99), ("pass", 0.9), ("x", 0.95)])
+    fill = run_fill(engine, dataclasses.replace(job(text, at, syntaxRepair=False), n=4), None)
+    assert fill.texts[0] == "total += len(items)"
+    assert fill.texts[1:3] == ["pass", "x"] and fill.texts[3].startswith("total += (")

@@ -225,15 +225,19 @@ def adds_syntax_errors(ctx: HoleContext, fill: str, spec: LanguageSpec | None) -
     )
 
 
-def rank(
-    candidates: list[tuple[str, float]], ctx: HoleContext, spec: LanguageSpec | None
-) -> list[int]:
-    """Candidate indices, those adding no syntax errors first, then by score (higher first)."""
+def rank(texts: list[str], ctx: HoleContext, spec: LanguageSpec | None) -> list[int]:
+    """Indices of `texts`, which come best first from the engine: those adding no syntax errors
+    first, the engine's order otherwise.
+
+    Engines order their candidates themselves (finished middles first, then by confidence; a line
+    the head ended, greedy first, then the beam's other lines), so a second sort here by mean
+    confidence only undid that. On 400 single-line holes of the training split with eight
+    candidates, the first offered text was exact for 11 of the 181 lines the head ended when
+    ranked by mean confidence, which prefers the beam's short lines of near-certain tokens, and
+    for 26 in the engine's order; on the 219 fills the canvas wrote the two differed by one (3
+    against 2)."""
     if spec is None:
-        penalties = [0] * len(candidates)
-    else:
-        base = count_errors(ctx.prefix + ctx.suffix, spec)
-        penalties = [
-            int(count_errors(ctx.prefix + fill + ctx.suffix, spec) > base) for fill, _ in candidates
-        ]
-    return sorted(range(len(candidates)), key=lambda i: (penalties[i], -candidates[i][1], i))
+        return list(range(len(texts)))
+    base = count_errors(ctx.prefix + ctx.suffix, spec)
+    penalties = [int(count_errors(ctx.prefix + fill + ctx.suffix, spec) > base) for fill in texts]
+    return sorted(range(len(texts)), key=lambda i: (penalties[i], i))
