@@ -243,7 +243,8 @@ def other_rows(name: str, d: dict) -> list[tuple]:
         for t in targets:
             if isinstance(t, dict) and "value" in t:
                 label = " / ".join(str(t[k]) for k in ("target", "system", "variant") if k in t)
-                rows.append((name, label, _fmt(t["value"]), f"≥ {_fmt(t.get('threshold'))}" if "threshold" in t else "", t.get("met")))
+                bar = t.get("bar") or (f"≥ {_fmt(t.get('threshold'))}" if "threshold" in t else "")
+                rows.append((name, label, _fmt(t["value"]), bar, t.get("met")))
     elif isinstance(targets, dict):
         met = d.get("target_met")
         for key, value in targets.items():

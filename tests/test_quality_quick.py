@@ -138,3 +138,37 @@ def test_quick_run_writes_the_expected_json(tiny_dir, tmp_path):
             assert systems["empty"]["raw"]["exact_match"] == 0.0
     assert (tmp_path / "quality.quick.md").read_text().startswith("# Fill quality")
     assert (tmp_path / "quality_quick_exact_match.png").stat().st_size > 0
+
+
+def _metrics(es: float, exact: float = 0.0, syntax: float = 1.0, cases: int = 10) -> dict:
+    return {"exact_match": exact, "edit_similarity": es, "syntax_ok": syntax, "counts": {"cases": cases}}
+
+
+def test_targets_hold_each_set_to_the_previous_line_and_the_bar_to_the_issue():
+    results = {
+        "heldout_multi_line": {"systems": {"embedded_n1": {"processed": _metrics(0.18), "raw": _metrics(0.1)},
+                                           "previous_line": {"processed": _metrics(0.19)}}},
+        "heldout_single_line": {"systems": {"embedded_n1": {"processed": _metrics(0.3, exact=0.25, syntax=0.7),
+                                                            "raw": _metrics(0.3)},
+                                            "previous_line": {"processed": _metrics(0.2)}}},
+    }
+    found = {(t["target"], t["system"], t["variant"]): t for t in quality.targets(results)}
+    below = found[("heldout_multi_line edit similarity above the previous line's", "embedded_n1", "processed")]
+    above = found[("heldout_single_line edit similarity above the previous line's", "embedded_n1", "processed")]
+    assert (below["met"], below["threshold"], above["met"]) == (False, 0.19, True)
+    assert found[("held-out single-line exact match", "embedded_n1", "processed")]["met"] is True
+    assert found[("held-out multi-line edit similarity", "embedded_n1", "processed")]["met"] is False
+    # Syntax is pooled over every set: (0.7 x 10 + 1.0 x 10) / 20 = 0.85 passes the 0.8 bar.
+    assert found[("fills adding no syntax error (all sets)", "embedded_n1", "processed")]["value"] == 0.85
+    assert not any(t["system"] == "embedded_n4" for t in found.values())
+
+
+def test_the_summary_shows_a_comparison_as_its_own_bar():
+    from benchmarks.summary import other_rows
+
+    targets = [{"target": "a set edit similarity above the previous line's", "system": "embedded_n1",
+                "variant": "processed", "value": 0.2, "threshold": 0.19, "bar": "> 0.19 (previous_line)", "met": True},
+               {"target": "pass@1", "system": "embedded_n1", "variant": "processed", "value": 0.07, "threshold": 0.1,
+                "met": False}]
+    rows = other_rows("quality", {"targets": targets})
+    assert [(r[3], r[4]) for r in rows] == [("> 0.19 (previous_line)", True), ("≥ 0.1", False)]
