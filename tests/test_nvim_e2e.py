@@ -38,6 +38,7 @@ ACTIONS_PY = (
     "import math\n\n\ndef circle_area(radius):\n    return math.pi * radius ** 2\n\n\n"
     "def describe(radius):\n    area = circle_area(radius)\n    return f\"area {area:.2f}\"\n"
 )
+CYCLE_PY = "def scale(value, factor):\n    return \n"
 NEXTEDIT_PY = "def area(w, h):\n    total = w * h\n    return total\n\n\nprint(area(2, 3))\n"
 NOTES_MD = "# Notes\n\nThis paragraph is the one\nthat gets rewritten by the model.\n\nThis one stays as it is.\n"
 
@@ -230,6 +231,7 @@ def session(tmp_path_factory) -> Session:
     (ws / ".git").mkdir(parents=True)  # a root marker, so the server gets a workspace folder
     (ws / "ghost.py").write_text(GHOST_PY, encoding="utf-8")
     (ws / "typing.py").write_text(TYPING_PY, encoding="utf-8")
+    (ws / "cycle.py").write_text(CYCLE_PY, encoding="utf-8")
     (ws / "actions.py").write_text(ACTIONS_PY, encoding="utf-8")
     (ws / "notes.md").write_text(NOTES_MD, encoding="utf-8")
     (ws / "nextedit.py").write_text(NEXTEDIT_PY, encoding="utf-8")
@@ -330,6 +332,23 @@ def test_ghost_text_is_shown_and_accepted(session: Session):
     head = (text_before[:cursor_index] + text).split("\n")
     assert g["cursor_after"] == [len(head), len(head[-1].encode("utf-8"))]
     assert g["marks_after"] == 0 and g["mode_after"] == "i"
+
+
+def test_next_and_previous_keys_cycle_through_several_candidates(session: Session):
+    c = session.step("cycle")
+    items = c["items"]
+    # Four candidates asked of the random model: different texts, all of them offered.
+    assert c["count"] == len(items) >= 2 and len(set(items)) == len(items), items
+    n = len(items)
+    # Shown: the first item, then next, next, previous, each the answer's item at its index.
+    assert c["indexes"] == [2, 3 if n > 2 else 1, 2]
+    assert c["shown"] == [items[0], items[1], items[c["indexes"][1] - 1], items[1]]
+    # Accepting after cycling inserts the item shown, not the first one.
+    before = c["before"]
+    assert before == CYCLE_PY.split("\n")[:-1]
+    text = "\n".join(before)
+    at = text.index("return ") + len("return ")
+    assert c["after"] == (text[:at] + items[1] + text[at:]).split("\n")
 
 
 def test_drafts_are_shown_while_denoising_then_replaced(session: Session):

@@ -243,6 +243,55 @@ local function next_event(first, pred, what, timeout)
   end, timeout)
 end
 
+-- Several candidates: the next and previous keys show the answer's other items in turn.
+function steps.cycle()
+  local bufnr, client = open("cycle.py")
+  local inline = require("dg_lsp.inline")
+  local function configure(candidates)
+    client:notify("workspace/didChangeConfiguration", { settings = { dgLsp = { candidates = candidates } } })
+  end
+  configure(4)
+  vim.api.nvim_win_set_cursor(0, { 2, 0 })
+  vim.cmd("startinsert!")
+  wait_for("insert mode", function()
+    return mode() == "i"
+  end)
+  local first = #report.events
+  inline.trigger()
+  local outcome = next_event(first, function(e)
+    return e.pattern == "DgLspInline" and e.status ~= "cancelled"
+  end, "the inline completion answer")
+  if outcome.status ~= "shown" then
+    error("inline completion was not shown: " .. vim.inspect(outcome), 0)
+  end
+  local items = inline.items()
+  local result = { before = lines(bufnr), count = outcome.count, items = items, shown = { inline.current().text } }
+  local keys = dg.options.ghost.keys
+  for _, key in ipairs({ keys.next, keys.next, keys.prev }) do
+    local mark = #report.events
+    vim.api.nvim_input(key)
+    local cycled = next_event(mark, function(e)
+      return e.pattern == "DgLspInline" and e.status == "cycled"
+    end, "the ghost text to cycle with " .. key, 20000)
+    table.insert(result.shown, inline.current().text)
+    result.indexes = result.indexes or {}
+    table.insert(result.indexes, cycled.index)
+  end
+  local mark = #report.events
+  vim.api.nvim_input(keys.accept)
+  next_event(mark, function(e)
+    return e.pattern == "DgLspInline" and e.status == "accepted"
+  end, "the cycled ghost text to be accepted", 20000)
+  result.after = lines(bufnr)
+  vim.cmd.stopinsert()
+  wait_for("normal mode", function()
+    return mode() == "n"
+  end)
+  configure(1)
+  return result
+end
+
+
 function steps.typing()
   local bufnr = open("typing.py", true)
   local inline = require("dg_lsp.inline")
@@ -548,7 +597,7 @@ local function stop_servers()
 end
 
 local function main()
-  local names = { "ready", "ghost", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit", "learn" }
+  local names = { "ready", "ghost", "cycle", "typing", "accept_lines", "code_action", "paragraph", "extras", "next_edit", "learn" }
   if (vim.env.DG_E2E_STEPS or "") ~= "" then -- e.g. "ready,next_edit": some steps, with any model
     names = vim.split(vim.env.DG_E2E_STEPS, ",", { trimempty = true })
   end

@@ -84,6 +84,8 @@ M.defaults = {
     keys = {
       accept = "<M-l>",
       accept_line = "<M-j>",
+      next = "<M-]>", -- the next of several candidates (server setting `candidates`)
+      prev = "<M-[>",
       dismiss = "<M-h>",
       trigger = "<M-\\>",
     },

@@ -144,7 +144,7 @@ function M.status()
   return require("dg_lsp.status").get(0)
 end
 
---- Ghost text: ask now, accept all, accept one line, dismiss.
+--- Ghost text: ask now, accept all, accept one line, dismiss, cycle through candidates.
 function M.trigger()
   return require("dg_lsp.inline").trigger()
 end
@@ -159,6 +159,11 @@ end
 
 function M.dismiss()
   return require("dg_lsp.inline").dismiss()
+end
+
+--- Show the next (or, with -1, the previous) of several candidates.
+function M.cycle(step)
+  return require("dg_lsp.inline").cycle(step or 1)
 end
 
 --- Next-edit suggestions: ask now, apply the shown one, hide it.

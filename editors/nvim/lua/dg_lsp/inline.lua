@@ -4,7 +4,8 @@
 -- (option ghost.native = "auto"). On 0.11 this module does it: after a typing pause in insert
 -- mode it requests an inline completion at the cursor (cancelling the previous request), shows
 -- the first item as virtual text (inline for the rest of the current line, virt_lines below),
--- clears it when the cursor moves or insert mode ends, and inserts it on the accept keys.
+-- clears it when the cursor moves or insert mode ends, and inserts it on the accept keys. With
+-- several candidates (server setting `candidates`) the next and previous keys cycle through them.
 -- `trigger()` asks at once; it always uses this module's own path, on every version.
 
 local util = require("dg_lsp.util")
@@ -225,6 +226,7 @@ function M.request(kind)
       return
     end
     if M.show(bufnr, item, client) then
+      state.ghost.items, state.ghost.index = items, 1
       emit({ status = "shown", bufnr = bufnr, kind = kind, item = item, count = #items })
     else
       emit({ status = "not-shown", bufnr = bufnr, kind = kind, item = item })
@@ -236,9 +238,45 @@ function M.request(kind)
   return ok
 end
 
+--- The texts of every item of the answer shown (several with the server's `candidates`), or {}.
+---@return string[]
+function M.items()
+  local out = {}
+  for _, item in ipairs(state.ghost and state.ghost.items or {}) do
+    local text = item.insertText
+    table.insert(out, type(text) == "table" and text.value or text)
+  end
+  return out
+end
+
 --- Ask for ghost text at the cursor now (ignores the debounce and `ghost.enabled`).
 function M.trigger()
   return M.request(INVOKED)
+end
+
+--- Show another item of the same answer in place of the one shown: `step` 1 the next, -1 the
+--- previous, wrapping around; items that cannot be shown at the cursor are passed over.
+---@param step integer
+---@return boolean shown
+function M.cycle(step)
+  local g = state.ghost
+  if not M.visible() or not g.items or #g.items < 2 then
+    return false
+  end
+  local client = vim.lsp.get_client_by_id(g.client_id)
+  if not client then
+    return false
+  end
+  local items, n = g.items, #g.items
+  for k = 1, n - 1 do
+    local i = (g.index - 1 + step * k) % n + 1
+    if M.show(g.bufnr, items[i], client) then
+      state.ghost.items, state.ghost.index = items, i
+      emit({ status = "cycled", bufnr = g.bufnr, item = items[i], index = i, count = n })
+      return true
+    end
+  end
+  return false
 end
 
 local function place_cursor(row, col, lines)
@@ -313,6 +351,11 @@ local function native_accept()
   return ok and accepted ~= false
 end
 
+local function native_select(bufnr, step)
+  local select = vim.lsp.inline_completion and vim.lsp.inline_completion.select
+  return type(select) == "function" and pcall(select, { bufnr = bufnr, count = step })
+end
+
 --- Buffer-local insert-mode keys. When no ghost text is shown, a key does what it did before.
 ---@param bufnr integer
 function M.map_keys(bufnr)
@@ -335,6 +378,14 @@ function M.map_keys(bufnr)
   map(keys.accept_line, function()
     return M.visible() and M.accept_line()
   end, "dg-lsp: accept one line of ghost text")
+  for name, step in pairs({ next = 1, prev = -1 }) do
+    map(keys[name], function()
+      if M.visible() then
+        return M.cycle(step)
+      end
+      return M.uses_native(bufnr) and native_select(bufnr, step)
+    end, step > 0 and "dg-lsp: show the next suggestion" or "dg-lsp: show the previous suggestion")
+  end
   map(keys.dismiss, function()
     if M.visible() then
       M.dismiss()
