@@ -243,6 +243,17 @@ local function next_event(first, pred, what, timeout)
   end, timeout)
 end
 
+-- The first ghost-text answer after event `first`; an error unless it was shown.
+local function answer_shown(first, what)
+  local outcome = next_event(first, function(e)
+    return e.pattern == "DgLspInline" and e.status ~= "cancelled"
+  end, what)
+  if outcome.status ~= "shown" then
+    error(what .. " was not shown: " .. vim.inspect(outcome), 0)
+  end
+  return outcome
+end
+
 -- Several candidates: the next and previous keys show the answer's other items in turn.
 function steps.cycle()
   local bufnr, client = open("cycle.py")
@@ -258,12 +269,7 @@ function steps.cycle()
   end)
   local first = #report.events
   inline.trigger()
-  local outcome = next_event(first, function(e)
-    return e.pattern == "DgLspInline" and e.status ~= "cancelled"
-  end, "the inline completion answer")
-  if outcome.status ~= "shown" then
-    error("inline completion was not shown: " .. vim.inspect(outcome), 0)
-  end
+  local outcome = answer_shown(first, "the inline completion answer")
   local items = inline.items()
   local result = { before = lines(bufnr), count = outcome.count, items = items, shown = { inline.current().text } }
   local keys = dg.options.ghost.keys
@@ -303,12 +309,7 @@ function steps.typing()
   local first = #report.events
   -- Type; after the pause the plugin asks by itself (triggerKind 2).
   vim.api.nvim_input(" + 1")
-  local outcome = next_event(first, function(e)
-    return e.pattern == "DgLspInline" and e.status ~= "cancelled"
-  end, "the automatic inline completion")
-  if outcome.status ~= "shown" then
-    error("automatic inline completion was not shown: " .. vim.inspect(outcome), 0)
-  end
+  local outcome = answer_shown(first, "the automatic inline completion")
   local shown = inline.current()
   local result = {
     typed = lines(bufnr),
