@@ -258,6 +258,24 @@ def _fmt(v) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
+UNRECORDED = "CPU model not recorded"
+
+
+def cpu(machine: dict) -> str:
+    return machine.get("cpu_model") or UNRECORDED
+
+
+def elsewhere(r: dict[str, dict], first: str) -> str:
+    """Which benchmarks ran on another CPU than the header's: results come from several hosts,
+    and a figure is comparable only with one measured on the same."""
+    others: dict[str, list[str]] = {}
+    for name, d in r.items():
+        if "machine" in d and cpu(d["machine"]) != first:
+            others.setdefault(cpu(d["machine"]), []).append(name)
+    return "".join(f" {host if host == UNRECORDED else 'On ' + host}: {', '.join(f'`{n}`' for n in names)}."
+                   for host, names in others.items())
+
+
 def render(r: dict[str, dict], quick: bool) -> str:
     lines = ["# Benchmark summary", ""]
     if quick:
@@ -265,9 +283,9 @@ def render(r: dict[str, dict], quick: bool) -> str:
     machine = next((d["machine"] for d in r.values() if "machine" in d), {})
     if machine:
         bf16 = {True: ", bf16 in hardware", False: ", no bf16 hardware"}.get(machine.get("bf16_hardware"), "")
-        lines += [f"Machine: {machine.get('cpu_count')} CPU cores ({machine.get('cpu_model') or machine.get('cpu')}{bf16}), "
+        lines += [f"Machine: {machine.get('cpu_count')} CPU cores ({cpu(machine)}{bf16}), "
                   f"torch {machine.get('torch')}, transformers {machine.get('transformers')}, "
-                  f"GPU {machine.get('cuda') or 'none'}.", ""]
+                  f"GPU {machine.get('cuda') or 'none'}." + elsewhere(r, cpu(machine)), ""]
     lines += ["| benchmark | figure | value | target | met |", "|---|---|---|---|---|"]
     for bench, figure, value, target, met in headline_rows(r):
         lines.append(f"| {bench} | {figure} | {value} | {target} | {yes(met)} |")
@@ -276,7 +294,8 @@ def render(r: dict[str, dict], quick: bool) -> str:
         # The quality benchmark compares several models; it lists them under "models".
         model = d.get("model") or ", ".join(sorted(d.get("models", {}))) or "?"
         model = model.get("name", model) if isinstance(model, dict) else model
-        lines.append(f"- `{name}` ({d.get('machine', {}).get('date', '?')}): model `{model}`; {loaded(d)}")
+        on = cpu(d["machine"]) if "machine" in d else "?"
+        lines.append(f"- `{name}` ({d.get('machine', {}).get('date', '?')}, {on}): model `{model}`; {loaded(d)}")
     for missing in sorted(set(NAMES) - set(r)):
         lines.append(f"- `{missing}`: no result file")
     lines += ["", "Figures: `typing_latency_cdf.png`, `decode_wall.png`, `kv_reuse.png`, `memory.png` (when the results exist).",

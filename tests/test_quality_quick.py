@@ -172,3 +172,19 @@ def test_the_summary_shows_a_comparison_as_its_own_bar():
                 "met": False}]
     rows = other_rows("quality", {"targets": targets})
     assert [(r[3], r[4]) for r in rows] == [("> 0.19 (previous_line)", True), ("≥ 0.1", False)]
+
+
+def test_the_summary_names_the_host_of_each_benchmark():
+    from benchmarks.summary import render
+
+    def result(cpu_model: str) -> dict:
+        return {"machine": {"cpu_count": 2, "cpu_model": cpu_model, "date": "2026-12-08"}, "model": "embedded"}
+
+    text = render({"reliability": result("AMD EPYC"), "quality": result("Intel Xeon")}, False)
+    header = next(line for line in text.splitlines() if line.startswith("Machine:"))
+    assert "(AMD EPYC" in header and header.endswith("On Intel Xeon: `quality`.")
+    assert "- `quality` (2026-12-08, Intel Xeon)" in text and "- `reliability` (2026-12-08, AMD EPYC)" in text
+    older = render({"quality": result("Intel Xeon"), "reliability": {"machine": {"cpu": "x86_64"}}}, False)
+    assert "CPU model not recorded: `reliability`." in older
+    alone = render({"quality": result("Intel Xeon")}, False)
+    assert next(line for line in alone.splitlines() if line.startswith("Machine:")).endswith("GPU none.")
