@@ -136,6 +136,15 @@ local function open(name, auto)
   return bufnr, client
 end
 
+-- Insert mode at the end of line `row` (1-based), as `A` would start it.
+local function append_at(row)
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  vim.cmd("startinsert!")
+  wait_for("insert mode", function()
+    return mode() == "i"
+  end)
+end
+
 -- Steps ------------------------------------------------------------------------------------------
 
 local steps = {}
@@ -262,11 +271,7 @@ function steps.cycle()
     client:notify("workspace/didChangeConfiguration", { settings = { dgLsp = { candidates = candidates } } })
   end
   configure(4)
-  vim.api.nvim_win_set_cursor(0, { 2, 0 })
-  vim.cmd("startinsert!")
-  wait_for("insert mode", function()
-    return mode() == "i"
-  end)
+  append_at(2)
   local first = #report.events
   inline.trigger()
   local outcome = answer_shown(first, "the inline completion answer")
@@ -301,11 +306,7 @@ end
 function steps.typing()
   local bufnr = open("typing.py", true)
   local inline = require("dg_lsp.inline")
-  vim.api.nvim_win_set_cursor(0, { 2, 0 })
-  vim.cmd("startinsert!")
-  wait_for("insert mode", function()
-    return mode() == "i"
-  end)
+  append_at(2)
   local first = #report.events
   -- Type; after the pause the plugin asks by itself (triggerKind 2).
   vim.api.nvim_input(" + 1")
